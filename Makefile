@@ -1,0 +1,57 @@
+# One virtualenv in .venv; every target installs what it needs first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: help install run test check format lint typecheck contracts bench bench-quick clean
+
+help:
+	@echo "make run         install and start the webhook on the embedded defaults (https://localhost:8443)"
+	@echo "make test        install with test extras and run the whole suite"
+	@echo "make check       format check, lint, mypy --strict, import contracts, tests"
+	@echo "make format      rewrite files with ruff format"
+	@echo "make bench       full benchmark run (writes bench/results/latest.json)"
+	@echo "make bench-quick benchmark run under two minutes"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/tenantgate serve
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+typecheck: install
+	$(BIN)/mypy admission tenants classifier certs tests bench
+
+contracts: install
+	$(BIN)/lint-imports
+
+check: lint typecheck contracts test
+
+bench: install
+	$(BIN)/python -m bench
+
+bench-quick: install
+	$(BIN)/python -m bench --quick
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""The HTTP edge: AdmissionReview wire format, Starlette app, JSONPatch, settings, metrics, server, CLI."""

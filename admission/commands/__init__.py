@@ -1,0 +1,1 @@
+"""One module per ``tenantgate`` subcommand; each exposes ``register(subparsers)``."""

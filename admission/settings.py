@@ -1,0 +1,32 @@
+"""Server settings from flags and ``TENANTGATE_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Everything ``tenantgate serve`` can be told. Flags override environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="TENANTGATE_", extra="forbid", frozen=True)
+
+    config: Path | None = Field(default=None, description="config file; the embedded example when unset")
+    cert_dir: Path = Field(default=Path(".tenantgate/certs"), description="TLS material directory")
+    host: str = "0.0.0.0"
+    port: int = Field(default=8443, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=8080, ge=0, le=65535)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    service: str = "tenantgate"
+    namespace: str = "tenantgate-system"
+    kubeconfig: Path | None = None
+    offline: bool = False
+    shutdown_grace_seconds: float = Field(default=25.0, ge=0)

@@ -1,0 +1,91 @@
+"""Typed, defensive accessors over a pod (or pod template) held as parsed JSON.
+
+The hot path never validates a whole PodSpec: it reads the few fields it needs, and treats a
+field of the wrong JSON type as absent rather than crashing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from classifier.types import JSONObject
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def obj(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else an empty mapping."""
+    return value if isinstance(value, dict) else _EMPTY
+
+
+def objects(value: Any) -> Iterator[Mapping[str, Any]]:
+    """The JSON objects inside ``value`` if it is a list; nothing otherwise."""
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                yield item
+
+
+def string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj(pod.get("metadata"))
+
+
+def spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj(pod.get("spec"))
+
+
+def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return _string_map(metadata(pod).get("labels"))
+
+
+def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return _string_map(metadata(pod).get("annotations"))
+
+
+def name(pod: Mapping[str, Any]) -> str:
+    meta = metadata(pod)
+    return string(meta.get("name")) or string(meta.get("generateName")) or ""
+
+
+def namespace(pod: Mapping[str, Any]) -> str | None:
+    return string(metadata(pod).get("namespace"))
+
+
+def uid(pod: Mapping[str, Any]) -> str | None:
+    return string(metadata(pod).get("uid"))
+
+
+def owner_references(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    return objects(metadata(pod).get("ownerReferences"))
+
+
+def containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    return objects(spec(pod).get("containers"))
+
+
+def init_containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    return objects(spec(pod).get("initContainers"))
+
+
+def phase(pod: Mapping[str, Any]) -> str | None:
+    return string(obj(pod.get("status")).get("phase"))
+
+
+def _string_map(value: Any) -> Mapping[str, str]:
+    if not isinstance(value, dict):
+        return _EMPTY
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def ensure_object(parent: JSONObject, key: str) -> JSONObject:
+    """Return ``parent[key]`` as a dict, creating (or replacing a non-object) when needed."""
+    child = parent.get(key)
+    if not isinstance(child, dict):
+        child = {}
+        parent[key] = child
+    return child

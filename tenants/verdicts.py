@@ -1,0 +1,65 @@
+"""What the decision logic receives from the HTTP edge and what it answers.
+
+The edge (``admission``) decodes an AdmissionReview into an :class:`AdmissionInput`, calls an
+:class:`Admitter`, and encodes the returned :class:`Verdict`. The admitter never sees HTTP, and
+the edge never decides: that keeps every decision testable without a server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionInput:
+    """The parts of ``AdmissionReview.request`` the decision logic uses."""
+
+    uid: str
+    operation: str  # CREATE | UPDATE | DELETE | CONNECT
+    namespace: str
+    name: str
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None = None
+    kind: str = "Pod"  # request.kind.kind
+    group: str = ""  # request.kind.group
+    version: str = "v1"  # request.kind.version
+    sub_resource: str = ""  # e.g. "resize", "status", "binding"
+    dry_run: bool = False
+    username: str = ""
+    options: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to one admission request.
+
+    ``patched`` is the whole object after this webhook's mutations, or ``None`` when nothing
+    changes; the edge turns the difference into a JSONPatch. Denials carry ``code`` (HTTP-like,
+    e.g. 403), ``reason`` (a Kubernetes StatusReason such as ``Forbidden``) and a one-line
+    ``message`` that ``kubectl`` shows to the user.
+    """
+
+    allowed: bool
+    code: int = 200
+    reason: str = ""
+    message: str = ""
+    patched: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+    audit_annotations: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def allow(cls, *, warnings: tuple[str, ...] = (), patched: dict[str, Any] | None = None) -> Verdict:
+        return cls(allowed=True, patched=patched, warnings=warnings)
+
+    @classmethod
+    def deny(cls, message: str, *, code: int = 403, reason: str = "Forbidden") -> Verdict:
+        return cls(allowed=False, code=code, reason=reason, message=message)
+
+
+class Admitter(Protocol):
+    """Decision logic behind ``/mutate`` and ``/validate``; ``now`` is Unix time in seconds."""
+
+    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict: ...
+
+    def validate(self, request: AdmissionInput, *, now: float) -> Verdict: ...
