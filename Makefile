@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: help install run test check format lint typecheck contracts bench bench-quick clean
+.PHONY: help install run test check format lint typecheck contracts bench bench-quick manifests clean
 
 help:
 	@echo "make run         install and start the webhook on the embedded defaults (https://localhost:8443)"
@@ -13,6 +13,7 @@ help:
 	@echo "make format      rewrite files with ruff format"
 	@echo "make bench       full benchmark run (writes bench/results/latest.json)"
 	@echo "make bench-quick benchmark run under two minutes"
+	@echo "make manifests  refresh the config copy in deploy/webhooks from examples/tenantgate.yaml"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,9 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python -m bench --quick
+
+manifests:
+	cp examples/tenantgate.yaml deploy/webhooks/tenantgate.yaml
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
