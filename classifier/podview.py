@@ -1,10 +1,10 @@
 """Typed, defensive accessors over a pod (or pod template) held as parsed JSON.
 
 The hot path never validates a whole PodSpec: it reads the few fields it needs, and treats a
-field of the wrong JSON type as absent rather than crashing.
+field of the wrong JSON type as absent rather than crashing. (No ``from __future__ import
+annotations`` here: this module defines a function named ``annotations``.)
 """
 
-from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -44,6 +44,11 @@ def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return _string_map(metadata(pod).get("annotations"))
+
+
+def annotation_map(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    """Same as ``annotations`` (mypy mistakes that name for the ``__future__`` import)."""
     return _string_map(metadata(pod).get("annotations"))
 
 

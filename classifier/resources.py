@@ -1,0 +1,259 @@
+"""A pod's effective resource request, computed exactly as Kubernetes computes it.
+
+Mirrors ``PodRequests`` in ``k8s.io/component-helpers/resource/helpers.go`` (used by the
+scheduler, the kubelet and the ResourceQuota evaluator), applied to the pod as the API server
+stores it: the defaulting of ``pkg/apis/core/v1/defaults.go`` is replayed first, so a raw
+manifest (``tenantgate review``) and the already-defaulted object an admission webhook receives
+give the same answer. That defaulting is:
+
+* a container's request for a resource defaults to its limit when only the limit is set;
+* every quantity is rounded up to milli precision (``SetDefaults_ResourceList``);
+* pod-level ``spec.resources`` (PodLevelResources) fills its missing requests from the
+  containers and from its own limits (``defaultHugePagePodLimits``, ``defaultPodRequests``).
+
+The spec is read, never the status: this answers "what does this pod ask for", as admission
+needs, not "what is it using after an in-place resize".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from classifier import podview
+from classifier.quantities import Quantity, QuantityError, field_path
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "PodResourceError",
+    "container_limits",
+    "container_requests",
+    "pod_requests",
+]
+
+# Resources that pod-level ``spec.resources`` may set (IsSupportedPodLevelResource).
+_POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
+_HUGEPAGES_PREFIX = "hugepages-"
+# Supported at pod level and overcommittable (not hugepages): the only resources whose pod-level
+# request defaults from the containers' aggregate request.
+_POD_LEVEL_OVERCOMMITTABLE = _POD_LEVEL_RESOURCES
+_MILLI_IN_NANOS = 1_000_000
+_ONE_POD = Quantity.from_int(1)
+
+
+class PodResourceError(QuantityError):
+    """An invalid quantity in a pod; ``path`` is its field path (``spec.containers[1]...``)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+@dataclass(frozen=True, slots=True)
+class _Container:
+    # As stored: requests defaulted from limits, then every value rounded up to milli.
+    requests: dict[str, Quantity]
+    limits: dict[str, Quantity]
+    # As written: pod-level defaulting aggregates these, since it runs before the rounding.
+    raw_requests: dict[str, Quantity]
+    raw_limits: dict[str, Quantity]
+    restartable: bool  # an init container with restartPolicy: Always (a native sidecar)
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, Quantity]:
+    """The pod's effective request per resource, plus ``pods: 1``.
+
+    Every resource name is kept (cpu, memory, ephemeral-storage, hugepages-*, extended
+    resources), including explicit zeros, as Kubernetes does. Accepts a Pod or a pod template
+    (anything with a ``spec``). Raises ``PodResourceError`` naming the field of an invalid
+    quantity.
+    """
+    spec = podview.spec(pod)
+    containers = list(_read_containers(spec, "containers"))
+    init_containers = list(_read_containers(spec, "initContainers"))
+
+    result = _aggregate(containers, init_containers, limits=False, raw=False)
+
+    pod_level = podview.obj(spec.get("resources"))
+    if pod_level:
+        result.update(_pod_level_requests(pod_level, containers, init_containers))
+
+    overhead = spec.get("overhead")
+    if isinstance(overhead, dict):
+        for name, quantity in _round_list(_parse(overhead, "spec.overhead")).items():
+            current = result.get(name)
+            result[name] = quantity if current is None else current + quantity
+
+    result["pods"] = _ONE_POD
+    return result
+
+
+def container_requests(
+    container: Mapping[str, Any], *, path: str = "container"
+) -> dict[str, Quantity]:
+    """One container's requests as the API server stores them (limits fill in, milli-rounded)."""
+    return _read_container(container, path).requests
+
+
+def container_limits(
+    container: Mapping[str, Any], *, path: str = "container"
+) -> dict[str, Quantity]:
+    """One container's limits, milli-rounded."""
+    return _read_container(container, path).limits
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _read_containers(spec: Mapping[str, Any], field: str) -> Iterator[_Container]:
+    items = spec.get(field)
+    if not isinstance(items, list):
+        return
+    # Indexes count every list item, so an error path points at the right element even when
+    # a malformed entry is skipped.
+    for index, item in enumerate(items):
+        if isinstance(item, dict):
+            yield _read_container(item, f"spec.{field}[{index}]")
+
+
+def _read_container(container: Mapping[str, Any], path: str) -> _Container:
+    resources = podview.obj(container.get("resources"))
+    requests = _parse(resources.get("requests"), f"{path}.resources.requests")
+    limits = _parse(resources.get("limits"), f"{path}.resources.limits")
+    for name, limit in limits.items():
+        requests.setdefault(name, limit)
+    return _Container(
+        requests=_round_list(requests),
+        limits=_round_list(limits),
+        raw_requests=requests,
+        raw_limits=limits,
+        restartable=container.get("restartPolicy") == "Always",
+    )
+
+
+def _parse(value: object, where: str) -> dict[str, Quantity]:
+    """A JSON resource list; anything but an object reads as empty, like other podview reads."""
+    if not isinstance(value, dict):
+        return {}
+    result: dict[str, Quantity] = {}
+    for name, raw in value.items():
+        try:
+            result[name] = Quantity.from_json(raw)
+        except QuantityError as exc:
+            path = field_path(where, str(name))
+            raise PodResourceError(f"{path}: {exc}", path=path) from exc
+    return result
+
+
+# -- aggregation (helpers.go) -----------------------------------------------------------------
+
+
+def _aggregate(
+    containers: list[_Container], init_containers: list[_Container], *, limits: bool, raw: bool
+) -> dict[str, Quantity]:
+    """aggregateContainerResourcesByFn: the running phase versus every init phase.
+
+    The running phase needs every app container plus every sidecar. Init container ``i``
+    runs next to the sidecars started before it, so its phase needs its own resources plus
+    theirs; a sidecar's own start is the phase "all sidecars so far". The pod needs the
+    largest of these, per resource.
+    """
+    result: dict[str, Quantity] = {}
+    for container in containers:
+        _add_into(result, _resources_of(container, limits=limits, raw=raw))
+
+    sidecars: dict[str, Quantity] = {}
+    init_peak: dict[str, Quantity] = {}
+    for container in init_containers:
+        own = _resources_of(container, limits=limits, raw=raw)
+        if container.restartable:
+            _add_into(result, own)
+            _add_into(sidecars, own)
+            phase = sidecars
+        else:
+            phase = {}
+            _add_into(phase, own)
+            _add_into(phase, sidecars)
+        _max_into(init_peak, phase)
+    _max_into(result, init_peak)
+    return result
+
+
+def _resources_of(container: _Container, *, limits: bool, raw: bool) -> dict[str, Quantity]:
+    if limits:
+        return container.raw_limits if raw else container.limits
+    return container.raw_requests if raw else container.requests
+
+
+def _add_into(target: dict[str, Quantity], other: Mapping[str, Quantity]) -> None:
+    for name, quantity in other.items():
+        current = target.get(name)
+        target[name] = quantity if current is None else current + quantity
+
+
+def _max_into(target: dict[str, Quantity], other: Mapping[str, Quantity]) -> None:
+    # maxResourceList: on a tie the value already in target stays (it decides the format).
+    for name, quantity in other.items():
+        current = target.get(name)
+        if current is None or quantity > current:
+            target[name] = quantity
+
+
+# -- pod-level resources (PodLevelResources) --------------------------------------------------
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith(_HUGEPAGES_PREFIX)
+
+
+def _pod_level_requests(
+    pod_level: Mapping[str, Any],
+    containers: list[_Container],
+    init_containers: list[_Container],
+) -> dict[str, Quantity]:
+    """The pod-level requests that replace the container aggregate, after API defaulting.
+
+    Empty unless a supported resource (cpu, memory, hugepages-*) ends up requested at pod level
+    (IsPodLevelRequestsSet); otherwise only those resources, never others.
+    """
+    requests = _parse(pod_level.get("requests"), "spec.resources.requests")
+    limits = _parse(pod_level.get("limits"), "spec.resources.limits")
+
+    # defaultHugePagePodLimits, then defaultPodRequests. Both work on the values before they
+    # are rounded to milli precision, as the defaulters run first.
+    if requests or limits:
+        container_limits_total = _aggregate(containers, init_containers, limits=True, raw=True)
+        for name, quantity in container_limits_total.items():
+            if name.startswith(_HUGEPAGES_PREFIX) and name not in requests and name not in limits:
+                limits[name] = quantity
+    if limits:
+        container_requests_total = _aggregate(containers, init_containers, limits=False, raw=True)
+        for name, quantity in container_requests_total.items():
+            if name in _POD_LEVEL_OVERCOMMITTABLE and name not in requests:
+                requests[name] = quantity
+        for name, quantity in limits.items():
+            if _is_pod_level_resource(name) and name not in requests:
+                requests[name] = quantity
+
+    supported = {n: q for n, q in requests.items() if _is_pod_level_resource(n)}
+    return _round_list(supported)
+
+
+# -- rounding (SetDefaults_ResourceList) ------------------------------------------------------
+
+
+def _round_list(resources: Mapping[str, Quantity]) -> dict[str, Quantity]:
+    return {name: _round_up_milli(quantity) for name, quantity in resources.items()}
+
+
+def _round_up_milli(quantity: Quantity) -> Quantity:
+    # Quantity.RoundUp(-3): away from zero, format kept.
+    nanos = quantity.nanos
+    remainder = abs(nanos) % _MILLI_IN_NANOS
+    if remainder == 0:
+        return quantity
+    step = _MILLI_IN_NANOS - remainder
+    return Quantity(nanos + step if nanos > 0 else nanos - step, quantity.format)
