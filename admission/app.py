@@ -1,0 +1,214 @@
+"""The webhook's ASGI apps, each wired in one factory.
+
+:func:`create_app` serves the admission endpoints (HTTPS) plus health and metrics;
+:func:`create_metrics_app` serves health and metrics alone (the plain-HTTP port). The admission
+handlers only decode, call the :class:`~tenants.verdicts.Admitter`, and encode. Two error
+channels: a request that is not a well-formed AdmissionReview gets an HTTP 4xx with a one-line
+plain-text reason; a policy decision is HTTP 200 with ``allowed`` and ``status``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Final, Literal
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Scope
+
+from admission.bodylimit import BodyLimitMiddleware
+from admission.health import Readiness, health_routes
+from admission.metrics import Metrics, endpoint_label, metrics_route
+from admission.patch import PatchError, encode_patch, make_json_patch
+from admission.reviews import Review, ReviewError, decode_review, encode_response, one_line
+from admission.settings import Settings
+from classifier import podview
+from tenants.verdicts import Admitter, Verdict
+
+logger = logging.getLogger(__name__)
+
+Endpoint = Literal["mutate", "validate"]
+JSON_MEDIA_TYPE: Final = "application/json"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    admitter: Admitter,
+    readiness: Readiness,
+    metrics: Metrics,
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    """The webhook app: ``POST /mutate``, ``POST /validate``, ``GET /healthz|/readyz|/metrics``.
+
+    ``clock`` gives the ``now`` (Unix seconds) handed to the admitter. Request bodies over
+    ``settings.max_body_bytes`` are refused with 413 before any handler runs.
+    """
+
+    def count_refused(scope: Scope, status: int, reason: str) -> None:
+        metrics.count_http_error(endpoint_label(scope.get("path", "")), code=status, reason=reason)
+
+    mutate = ReviewHandler("mutate", admitter=admitter, metrics=metrics, clock=clock)
+    validate = ReviewHandler("validate", admitter=admitter, metrics=metrics, clock=clock)
+    routes: list[BaseRoute] = [
+        Route("/mutate", mutate.handle, methods=["POST"], name="mutate"),
+        Route("/validate", validate.handle, methods=["POST"], name="validate"),
+        *health_routes(readiness),
+        metrics_route(metrics),
+    ]
+    middleware = [
+        Middleware(
+            BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, on_reject=count_refused
+        )
+    ]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def create_metrics_app(
+    *, readiness: Readiness, metrics: Metrics, extra_routes: Sequence[BaseRoute] = ()
+) -> Starlette:
+    """The plain-HTTP app: ``GET /metrics``, ``/healthz``, ``/readyz`` and ``extra_routes``."""
+    routes: list[BaseRoute] = [metrics_route(metrics), *health_routes(readiness), *extra_routes]
+    return Starlette(routes=routes)
+
+
+class ReviewHandler:
+    """Answers the AdmissionReviews POSTed to one endpoint.
+
+    The admitter must treat ``request.object`` as read-only and return mutations as a new object
+    in ``Verdict.patched``: the patch is the difference between the two.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        admitter: Admitter,
+        metrics: Metrics,
+        clock: Callable[[], float],
+    ) -> None:
+        self.endpoint: Endpoint = endpoint
+        self._admitter = admitter
+        self._metrics = metrics
+        self._clock = clock
+
+    async def handle(self, request: Request) -> Response:
+        started = time.perf_counter()
+        with self._metrics.in_flight(self.endpoint):
+            response = await self._respond(request, started)
+        self._metrics.observe_duration(self.endpoint, time.perf_counter() - started)
+        return response
+
+    async def _respond(self, request: Request, started: float) -> Response:
+        try:
+            _require_json(request.headers.get("content-type"))
+            review = decode_review(await request.body())
+        except ReviewError as exc:
+            return self._refuse(request, exc.status_code, exc.reason, exc.category)
+
+        # Nothing below awaits until the response is built: the admitter checks and books quota
+        # in one step that no other request may interleave with (the in-memory ledger relies on
+        # it), so it runs synchronously right here, never in a thread pool.
+        uid = review.request.uid
+        try:
+            verdict = self._decide(review)
+            patch = self._patch(review, verdict)
+            payload = encode_response(
+                api_version=review.api_version, uid=uid, verdict=verdict, patch=patch
+            )
+        except Exception as exc:
+            logger.exception("%s: failed to review uid=%s", self.endpoint, uid)
+            reason = (
+                f"internal error reviewing request {uid}: {type(exc).__name__} "
+                "(see the webhook logs)"
+            )
+            return self._refuse(request, 500, reason, "internal_error")
+
+        self._metrics.observe_review(
+            self.endpoint,
+            operation=review.request.operation,
+            allowed=verdict.allowed,
+            dry_run=review.request.dry_run,
+        )
+        self._log(review, verdict, patched=patch is not None, started=started)
+        return Response(payload, media_type=JSON_MEDIA_TYPE)
+
+    def _decide(self, review: Review) -> Verdict:
+        if self.endpoint == "mutate":
+            return self._admitter.mutate(review.request, now=self._clock())
+        return self._admitter.validate(review.request, now=self._clock())
+
+    def _patch(self, review: Review, verdict: Verdict) -> str | None:
+        """The base64 JSONPatch for ``verdict``, or ``None`` when nothing changes."""
+        if not verdict.allowed or verdict.patched is None:
+            return None
+        if self.endpoint != "mutate":
+            # The API server rejects any patch from a validating webhook.
+            logger.debug("validate: ignoring patched object for uid=%s", review.request.uid)
+            return None
+        original = review.request.object
+        if original is None:
+            raise PatchError("the admitter patched a request that has no object")
+        operations = make_json_patch(original, verdict.patched)
+        return encode_patch(operations) if operations else None
+
+    def _refuse(self, request: Request, status: int, reason: str, category: str) -> Response:
+        reason = one_line(reason)
+        if status < 500:
+            client = request.client.host if request.client else "unknown"
+            logger.warning("%s: %d from client %s: %s", self.endpoint, status, client, reason)
+        self._metrics.count_http_error(self.endpoint, code=status, reason=category)
+        return PlainTextResponse(reason, status_code=status)
+
+    def _log(self, review: Review, verdict: Verdict, *, patched: bool, started: float) -> None:
+        request = review.request
+        # Allowed reviews are the bulk of the traffic; denials are what an operator looks for.
+        level = logging.DEBUG if verdict.allowed else logging.INFO
+        if not logger.isEnabledFor(level):
+            return
+        name = request.name or podview.name(request.object or request.old_object or {})
+        duration_ms = (time.perf_counter() - started) * 1000
+        denial = "" if verdict.allowed else f" code={verdict.code} message={verdict.message!r}"
+        logger.log(
+            level,
+            "%s uid=%s %s %s %s/%s allowed=%s%s patched=%s dry_run=%s duration_ms=%.2f",
+            self.endpoint,
+            request.uid,
+            request.operation,
+            review.resource or request.kind,
+            request.namespace,
+            name,
+            str(verdict.allowed).lower(),
+            denial,
+            str(patched).lower(),
+            str(request.dry_run).lower(),
+            duration_ms,
+            extra={
+                "endpoint": self.endpoint,
+                "uid": request.uid,
+                "operation": request.operation,
+                "namespace": request.namespace,
+                "object_name": name,
+                "allowed": verdict.allowed,
+                "dry_run": request.dry_run,
+                "duration_ms": round(duration_ms, 3),
+            },
+        )
+
+
+def _require_json(content_type: str | None) -> None:
+    if content_type is not None and _media_type(content_type) == JSON_MEDIA_TYPE:
+        return
+    shown = f'"{one_line(content_type, limit=60)}"' if content_type is not None else "nothing"
+    raise ReviewError(
+        400, f"Content-Type must be {JSON_MEDIA_TYPE}, got {shown}", category="content_type"
+    )
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.partition(";")[0].strip().lower()

@@ -1,0 +1,125 @@
+"""Prometheus metrics of the HTTP edge, on a registry owned by the app (never the global one).
+
+Other components register their own metrics on :attr:`Metrics.registry` (plain
+``Gauge(..., registry=metrics.registry)`` or a custom collector), and ``/metrics`` exposes them
+all. Every label takes values from a small fixed set, never from request content.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AbstractContextManager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import choose_encoder
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+logger = logging.getLogger(__name__)
+
+NAMESPACE: Final = "tenantgate"
+ENDPOINTS: Final = ("mutate", "validate")
+OTHER_ENDPOINT: Final = "other"
+
+# An admission webhook answers in milliseconds; the API server gives up after timeoutSeconds
+# (at most 30 s), so the top buckets only catch pathologies.
+DURATION_BUCKETS: Final = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+
+
+def endpoint_label(path: str) -> str:
+    """The ``endpoint`` label for a request path: ``mutate``, ``validate`` or ``other``."""
+    name = path.strip("/")
+    return name if name in ENDPOINTS else OTHER_ENDPOINT
+
+
+class Metrics:
+    """The webhook's metrics. Create one per app (tests create many; nothing is global)."""
+
+    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.reviews = Counter(
+            "admission_reviews",
+            "AdmissionReviews answered, by endpoint, operation, verdict and dry run.",
+            ["endpoint", "operation", "allowed", "dry_run"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self.review_duration = Histogram(
+            "admission_review_duration_seconds",
+            "Time from receiving an admission request to answering it (any status).",
+            ["endpoint"],
+            namespace=NAMESPACE,
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_flight_reviews = Gauge(
+            "admission_reviews_in_flight",
+            "Admission requests being answered right now.",
+            ["endpoint"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self.http_errors = Counter(
+            "http_errors",
+            "Requests answered with an HTTP error (4xx malformed request, 5xx internal error).",
+            ["endpoint", "code", "reason"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self.build_info = Info(
+            "build", "tenantgate build information.", namespace=NAMESPACE, registry=self.registry
+        )
+        self.build_info.info({"version": _package_version()})
+        # Series that exist from the start, so rates and alerts work before the first request.
+        for endpoint in ENDPOINTS:
+            self.review_duration.labels(endpoint)
+            self.in_flight_reviews.labels(endpoint)
+
+    def observe_review(
+        self, endpoint: str, *, operation: str, allowed: bool, dry_run: bool
+    ) -> None:
+        self.reviews.labels(endpoint, operation, _bool(allowed), _bool(dry_run)).inc()
+
+    def observe_duration(self, endpoint: str, seconds: float) -> None:
+        self.review_duration.labels(endpoint).observe(seconds)
+
+    def count_http_error(self, endpoint: str, *, code: int, reason: str) -> None:
+        self.http_errors.labels(endpoint, str(code), reason).inc()
+
+    def in_flight(self, endpoint: str) -> AbstractContextManager[None]:
+        """Counts the enclosed block in the in-flight gauge."""
+        tracker: AbstractContextManager[None] = self.in_flight_reviews.labels(
+            endpoint
+        ).track_inprogress()
+        return tracker
+
+    def render(self, accept: str | None) -> tuple[bytes, str]:
+        """The exposition (Prometheus text or OpenMetrics, per ``Accept``) and its content type."""
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type
+
+
+def metrics_route(metrics: Metrics) -> Route:
+    """``GET /metrics``."""
+
+    async def exposition(request: Request) -> Response:
+        body, content_type = metrics.render(request.headers.get("accept"))
+        return Response(body, headers={"content-type": content_type})
+
+    return Route("/metrics", exposition, methods=["GET"], name="metrics")
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _package_version() -> str:
+    try:
+        return version("tenantgate")
+    except PackageNotFoundError:
+        return "unknown"

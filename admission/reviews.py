@@ -1,0 +1,217 @@
+"""The AdmissionReview wire format (``admission.k8s.io/v1`` and ``v1beta1``), typed in one place.
+
+Only the envelope is validated. ``request.object`` and ``request.oldObject`` stay the parsed JSON
+the API server sent: the hot path never builds a PodSpec model, and the decision logic reads the
+pod through typed accessors. Responses go back in the apiVersion of the request, echoing its uid.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from tenants.verdicts import AdmissionInput, Verdict
+
+logger = logging.getLogger(__name__)
+
+API_V1: Final = "admission.k8s.io/v1"
+API_V1BETA1: Final = "admission.k8s.io/v1beta1"
+API_VERSIONS: Final = (API_V1, API_V1BETA1)
+KIND: Final = "AdmissionReview"
+PATCH_TYPE: Final = "JSONPatch"
+
+_MISSING: Final = object()
+
+# Long enough for any field path and pydantic message, short enough for one log line.
+_MAX_REASON_CHARS: Final = 300
+
+
+class ReviewError(Exception):
+    """A request the edge cannot answer with an AdmissionReview; the app turns it into HTTP 4xx.
+
+    ``reason`` is the one-line text the caller sees; ``category`` is a short fixed label for
+    metrics (never user input, so label cardinality stays bounded).
+    """
+
+    def __init__(self, status_code: int, reason: str, *, category: str = "invalid_review") -> None:
+        self.status_code = status_code
+        self.reason = one_line(reason)
+        self.category = category
+        super().__init__(self.reason)
+
+
+def one_line(text: str, *, limit: int = _MAX_REASON_CHARS) -> str:
+    """``text`` with control characters replaced by spaces, truncated to ``limit`` characters."""
+    flat = "".join(ch if ch.isprintable() else " " for ch in text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _json_object_or_null(value: Any) -> Any:
+    if value is None or isinstance(value, dict):
+        return value
+    raise ValueError("must be a JSON object or null")
+
+
+# Typed as Any so pydantic passes the parsed object through untouched (no copy, no walk).
+_RawObject = Annotated[Any, AfterValidator(_json_object_or_null)]
+
+
+class _Envelope(BaseModel):
+    # strict: the API server sends exact JSON types; "true" is not a boolean.
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+class GroupVersionKind(_Envelope):
+    group: str = ""
+    version: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+
+
+class GroupVersionResource(_Envelope):
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+class UserInfo(_Envelope):
+    username: str = ""
+
+
+class AdmissionRequest(_Envelope):
+    """``AdmissionReview.request``: identical in v1 and v1beta1 for every field read here."""
+
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind
+    resource: GroupVersionResource = GroupVersionResource()
+    sub_resource: str = Field(default="", alias="subResource")
+    name: str = ""
+    namespace: str = ""
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+    user_info: UserInfo = Field(default=UserInfo(), alias="userInfo")
+    object_: _RawObject = Field(default=None, alias="object")
+    old_object: _RawObject = Field(default=None, alias="oldObject")
+    dry_run: bool = Field(default=False, alias="dryRun")
+    options: _RawObject = None
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """A decoded AdmissionReview: what to answer in (``api_version``) and what was asked."""
+
+    api_version: str
+    request: AdmissionInput
+    resource: str  # e.g. "pods"; for logs
+
+
+def decode_review(body: bytes) -> Review:
+    """Parse and check an AdmissionReview request body; raise :class:`ReviewError` if invalid."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ReviewError(400, f"malformed JSON: {exc}", category="malformed_json") from None
+    if not isinstance(document, dict):
+        raise ReviewError(
+            400,
+            f"AdmissionReview must be a JSON object, got {_describe(document)}",
+            category="not_an_object",
+        )
+
+    api_version = document.get("apiVersion", _MISSING)
+    if api_version not in API_VERSIONS:
+        raise ReviewError(
+            400,
+            f"apiVersion must be {API_V1} or {API_V1BETA1}, got {_describe(api_version)}",
+            category="wrong_api_version",
+        )
+    kind = document.get("kind", _MISSING)
+    if kind != KIND:
+        raise ReviewError(400, f"kind must be {KIND}, got {_describe(kind)}", category="wrong_kind")
+    raw_request = document.get("request")
+    if raw_request is None:
+        raise ReviewError(400, "AdmissionReview has no request", category="missing_request")
+    if not isinstance(raw_request, dict):
+        raise ReviewError(
+            400,
+            f"AdmissionReview request must be a JSON object, got {_describe(raw_request)}",
+            category="invalid_request",
+        )
+
+    try:
+        request = AdmissionRequest.model_validate(raw_request)
+    except ValidationError as exc:
+        raise ReviewError(
+            400, f"invalid AdmissionReview: {_first_problem(exc)}", category="invalid_request"
+        ) from None
+
+    return Review(
+        api_version=api_version,
+        request=AdmissionInput(
+            uid=request.uid,
+            operation=request.operation,
+            namespace=request.namespace,
+            name=request.name,
+            object=request.object_,
+            old_object=request.old_object,
+            kind=request.kind.kind,
+            group=request.kind.group,
+            version=request.kind.version,
+            sub_resource=request.sub_resource,
+            dry_run=request.dry_run,
+            username=request.user_info.username,
+            options=request.options,
+        ),
+        resource=request.resource.resource,
+    )
+
+
+def encode_response(
+    *, api_version: str, uid: str, verdict: Verdict, patch: str | None = None
+) -> bytes:
+    """Serialize ``verdict`` as an AdmissionReview response in ``api_version``, echoing ``uid``.
+
+    ``patch`` is a base64 JSONPatch; it is sent only on an allowed verdict, together with
+    ``patchType`` as the API server requires. Denials carry ``status`` {code, reason, message},
+    which ``kubectl`` shows to the user.
+    """
+    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    if not verdict.allowed:
+        status: dict[str, Any] = {"code": verdict.code}
+        if verdict.reason:
+            status["reason"] = verdict.reason
+        if verdict.message:
+            status["message"] = verdict.message
+        response["status"] = status
+    elif patch:
+        response["patchType"] = PATCH_TYPE
+        response["patch"] = patch
+    if verdict.warnings:
+        response["warnings"] = list(verdict.warnings)
+    if verdict.audit_annotations:
+        response["auditAnnotations"] = verdict.audit_annotations
+    return orjson.dumps({"apiVersion": api_version, "kind": KIND, "response": response})
+
+
+def _describe(value: Any) -> str:
+    """A short rendering of an unexpected envelope value; never dumps a whole object."""
+    if value is _MISSING:
+        return "nothing"
+    if value is None:
+        return "null"
+    if isinstance(value, bool | int | float):
+        return orjson.dumps(value).decode()
+    if isinstance(value, str):
+        return orjson.dumps(one_line(value, limit=60)).decode()
+    return "a JSON array" if isinstance(value, list) else "a JSON object"
+
+
+def _first_problem(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    location = ".".join(str(part) for part in ("request", *first["loc"]))
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{location}: {message}{more}"

@@ -1,0 +1,450 @@
+"""Tests for admission.reviews: decoding AdmissionReview requests, encoding responses."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from admission.reviews import (
+    API_V1,
+    API_V1BETA1,
+    Review,
+    ReviewError,
+    decode_review,
+    encode_response,
+    one_line,
+)
+from tenants.verdicts import Verdict
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "reviews"
+
+
+def fixture(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = orjson.loads((FIXTURES / name).read_bytes())
+    return document
+
+
+def body(document: Any) -> bytes:
+    return orjson.dumps(document)
+
+
+def review_with(**request_changes: Any) -> dict[str, Any]:
+    """The v1 CREATE fixture with request fields replaced (``None`` removes a field)."""
+    document = fixture("v1-create-pod.json")
+    for key, value in request_changes.items():
+        if value is None:
+            document["request"].pop(key, None)
+        else:
+            document["request"][key] = value
+    return document
+
+
+# --- decoding real documents ----------------------------------------------------------------
+
+
+def test_decodes_v1_create_from_a_controller() -> None:
+    document = fixture("v1-create-pod.json")
+
+    review = decode_review(body(document))
+
+    assert review.api_version == API_V1
+    assert review.resource == "pods"
+    request = review.request
+    assert request.uid == "6f4c1e2a-3b5d-4f7e-9a0b-1c2d3e4f5a6b"
+    assert request.operation == "CREATE"
+    assert request.namespace == "team-a"
+    assert request.name == ""  # generateName: the API server names the pod after admission
+    assert (request.group, request.version, request.kind) == ("", "v1", "Pod")
+    assert request.sub_resource == ""
+    assert request.dry_run is False
+    assert request.username == "system:serviceaccount:kube-system:replicaset-controller"
+    assert request.options == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+    assert request.object == document["request"]["object"]
+    assert request.old_object is None
+
+
+def test_decodes_v1beta1_in_its_own_version() -> None:
+    review = decode_review(body(fixture("v1beta1-create-pod.json")))
+
+    assert review.api_version == API_V1BETA1
+    assert review.request.uid == "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"
+    assert review.request.name == "toolbox"
+    assert review.request.username == "kubernetes-admin"
+
+
+def test_decodes_dry_run() -> None:
+    review = decode_review(body(fixture("v1-create-pod-dryrun.json")))
+
+    assert review.request.dry_run is True
+
+
+def test_decodes_update_with_old_object() -> None:
+    document = fixture("v1-update-pod.json")
+
+    request = decode_review(body(document)).request
+
+    assert request.operation == "UPDATE"
+    assert request.object == document["request"]["object"]
+    assert request.old_object == document["request"]["oldObject"]
+    assert request.object != request.old_object
+
+
+def test_decodes_delete_without_object() -> None:
+    request = decode_review(body(fixture("v1-delete-pod.json"))).request
+
+    assert request.operation == "DELETE"
+    assert request.object is None
+    assert request.old_object is not None
+
+
+def test_keeps_sub_resource() -> None:
+    document = review_with(subResource="resize", operation="UPDATE")
+
+    assert decode_review(body(document)).request.sub_resource == "resize"
+
+
+def test_tolerates_minimal_request() -> None:
+    minimal = {
+        "apiVersion": API_V1,
+        "kind": "AdmissionReview",
+        "request": {"uid": "u-1", "kind": {"version": "v1", "kind": "Pod"}, "operation": "CREATE"},
+    }
+
+    request = decode_review(body(minimal)).request
+
+    assert (request.uid, request.namespace, request.name, request.object) == ("u-1", "", "", None)
+    assert request.username == ""
+
+
+def test_object_is_passed_through_without_validation() -> None:
+    # Only the envelope is checked: a pod with odd content is the decision logic's business.
+    document = review_with(object={"spec": {"containers": "not-a-list"}, "x": [1, True, None]})
+
+    request = decode_review(body(document)).request
+
+    assert request.object == {"spec": {"containers": "not-a-list"}, "x": [1, True, None]}
+
+
+# --- decoding bad documents -----------------------------------------------------------------
+
+
+BAD_DOCUMENTS: list[tuple[str, bytes, str, str]] = [
+    (
+        "malformed JSON",
+        b'{"apiVersion": ',
+        "malformed JSON: unexpected end of data: line 1 column 16 (char 15)",
+        "malformed_json",
+    ),
+    (
+        "empty body",
+        b"",
+        "malformed JSON: Input is a zero-length, empty document: line 1 column 1 (char 0)",
+        "malformed_json",
+    ),
+    (
+        "array",
+        b"[]",
+        "AdmissionReview must be a JSON object, got a JSON array",
+        "not_an_object",
+    ),
+    (
+        "missing apiVersion",
+        body({"kind": "AdmissionReview", "request": {}}),
+        "apiVersion must be admission.k8s.io/v1 or admission.k8s.io/v1beta1, got nothing",
+        "wrong_api_version",
+    ),
+    (
+        "wrong apiVersion",
+        body({"apiVersion": "admission.k8s.io/v2", "kind": "AdmissionReview", "request": {}}),
+        "apiVersion must be admission.k8s.io/v1 or admission.k8s.io/v1beta1, "
+        'got "admission.k8s.io/v2"',
+        "wrong_api_version",
+    ),
+    (
+        "apiVersion of the wrong type",
+        body({"apiVersion": 1, "kind": "AdmissionReview", "request": {}}),
+        "apiVersion must be admission.k8s.io/v1 or admission.k8s.io/v1beta1, got 1",
+        "wrong_api_version",
+    ),
+    (
+        "wrong kind",
+        body({"apiVersion": API_V1, "kind": "Pod", "request": {}}),
+        'kind must be AdmissionReview, got "Pod"',
+        "wrong_kind",
+    ),
+    (
+        "missing kind",
+        body({"apiVersion": API_V1, "request": {}}),
+        "kind must be AdmissionReview, got nothing",
+        "wrong_kind",
+    ),
+    (
+        "missing request",
+        body({"apiVersion": API_V1, "kind": "AdmissionReview"}),
+        "AdmissionReview has no request",
+        "missing_request",
+    ),
+    (
+        "null request",
+        body({"apiVersion": API_V1, "kind": "AdmissionReview", "request": None}),
+        "AdmissionReview has no request",
+        "missing_request",
+    ),
+    (
+        "request not an object",
+        body({"apiVersion": API_V1, "kind": "AdmissionReview", "request": "x"}),
+        'AdmissionReview request must be a JSON object, got "x"',
+        "invalid_request",
+    ),
+    (
+        "missing uid",
+        body(review_with(uid=None)),
+        "invalid AdmissionReview: request.uid: Field required",
+        "invalid_request",
+    ),
+    (
+        "empty uid",
+        body(review_with(uid="")),
+        "invalid AdmissionReview: request.uid: String should have at least 1 character",
+        "invalid_request",
+    ),
+    (
+        "uid of the wrong type",
+        body(review_with(uid=7)),
+        "invalid AdmissionReview: request.uid: Input should be a valid string",
+        "invalid_request",
+    ),
+    (
+        "missing kind in request",
+        body(review_with(kind=None)),
+        "invalid AdmissionReview: request.kind: Field required",
+        "invalid_request",
+    ),
+    (
+        "kind without version",
+        body(review_with(kind={"group": "", "kind": "Pod"})),
+        "invalid AdmissionReview: request.kind.version: Field required",
+        "invalid_request",
+    ),
+    (
+        "unknown operation",
+        body(review_with(operation="PATCH")),
+        "invalid AdmissionReview: request.operation: "
+        "Input should be 'CREATE', 'UPDATE', 'DELETE' or 'CONNECT'",
+        "invalid_request",
+    ),
+    (
+        "dryRun as a string",
+        body(review_with(dryRun="true")),
+        "invalid AdmissionReview: request.dryRun: Input should be a valid boolean",
+        "invalid_request",
+    ),
+    (
+        "object not an object",
+        body(review_with(object=[1, 2])),
+        "invalid AdmissionReview: request.object: must be a JSON object or null",
+        "invalid_request",
+    ),
+    (
+        "several problems",
+        body(review_with(uid=None, operation=None)),
+        "invalid AdmissionReview: request.uid: Field required (and 1 more)",
+        "invalid_request",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message", "category"),
+    [
+        pytest.param(raw, message, category, id=name)
+        for name, raw, message, category in BAD_DOCUMENTS
+    ],
+)
+def test_rejects_bad_document(raw: bytes, message: str, category: str) -> None:
+    with pytest.raises(ReviewError) as caught:
+        decode_review(raw)
+
+    assert caught.value.status_code == 400
+    assert caught.value.reason == message
+    assert caught.value.category == category
+    assert str(caught.value) == message
+
+
+def test_reason_never_echoes_a_whole_value() -> None:
+    huge = "x" * 10_000
+    with pytest.raises(ReviewError) as caught:
+        decode_review(body({"apiVersion": huge, "kind": "AdmissionReview"}))
+
+    assert len(caught.value.reason) < 200
+    assert caught.value.reason.endswith('..."')
+
+
+def outcome(raw: bytes) -> Review | ReviewError:
+    try:
+        return decode_review(raw)
+    except ReviewError as exc:
+        return exc
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_raise_only_review_error(raw: bytes) -> None:
+    result = outcome(raw)
+
+    if isinstance(result, ReviewError):
+        assert result.status_code == 400
+        assert "\n" not in result.reason
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=10),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+# The machine running the suite is shared: generation speed says nothing about the code.
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.fixed_dictionaries(
+        {"apiVersion": st.sampled_from([API_V1, API_V1BETA1]), "kind": st.just("AdmissionReview")},
+        optional={
+            "request": st.fixed_dictionaries(
+                {},
+                optional={
+                    "uid": JSON_VALUES,
+                    "kind": JSON_VALUES,
+                    "operation": st.sampled_from(["CREATE", "DELETE"]) | JSON_VALUES,
+                    "object": JSON_VALUES,
+                    "userInfo": JSON_VALUES,
+                    "dryRun": JSON_VALUES,
+                    "name": JSON_VALUES,
+                },
+            )
+        },
+    )
+)
+def test_arbitrary_envelopes_decode_or_raise_review_error(document: dict[str, Any]) -> None:
+    result = outcome(body(document))
+
+    if isinstance(result, ReviewError):
+        assert result.status_code == 400
+    else:
+        assert result.request.uid == document["request"]["uid"]
+        assert result.request.operation in {"CREATE", "DELETE"}
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+
+def decoded_response(raw: bytes) -> dict[str, Any]:
+    document: dict[str, Any] = orjson.loads(raw)
+    return document
+
+
+def test_encodes_allowed_without_patch() -> None:
+    raw = encode_response(api_version=API_V1, uid="u-1", verdict=Verdict.allow())
+
+    assert decoded_response(raw) == {
+        "apiVersion": API_V1,
+        "kind": "AdmissionReview",
+        "response": {"uid": "u-1", "allowed": True},
+    }
+
+
+@pytest.mark.parametrize("api_version", [API_V1, API_V1BETA1])
+def test_encodes_in_the_requested_version(api_version: str) -> None:
+    raw = encode_response(api_version=api_version, uid="u-2", verdict=Verdict.allow())
+
+    document = decoded_response(raw)
+    assert document["apiVersion"] == api_version
+    assert document["response"]["uid"] == "u-2"
+
+
+def test_encodes_patch_with_patch_type() -> None:
+    patch = base64.b64encode(b'[{"op":"add","path":"/x","value":1}]').decode()
+
+    response = decoded_response(
+        encode_response(api_version=API_V1, uid="u", verdict=Verdict.allow(), patch=patch)
+    )["response"]
+
+    assert response["patchType"] == "JSONPatch"
+    assert response["patch"] == patch
+
+
+def test_encodes_denial_with_status() -> None:
+    verdict = Verdict.deny("exceeded tenant quota: team-a", code=403, reason="Forbidden")
+
+    response = decoded_response(encode_response(api_version=API_V1, uid="u", verdict=verdict))[
+        "response"
+    ]
+
+    assert response == {
+        "uid": "u",
+        "allowed": False,
+        "status": {"code": 403, "reason": "Forbidden", "message": "exceeded tenant quota: team-a"},
+    }
+
+
+def test_denial_never_carries_a_patch() -> None:
+    raw = encode_response(api_version=API_V1, uid="u", verdict=Verdict.deny("no"), patch="W10=")
+
+    response = decoded_response(raw)["response"]
+    assert "patch" not in response
+    assert "patchType" not in response
+
+
+def test_denial_omits_empty_reason_and_message() -> None:
+    verdict = Verdict(allowed=False, code=429)
+
+    response = decoded_response(encode_response(api_version=API_V1, uid="u", verdict=verdict))[
+        "response"
+    ]
+
+    assert response["status"] == {"code": 429}
+
+
+def test_encodes_warnings_and_audit_annotations() -> None:
+    verdict = Verdict(
+        allowed=True,
+        warnings=("admitted on burst capacity", "defaults applied"),
+        audit_annotations={"tier": "burst"},
+    )
+
+    response = decoded_response(encode_response(api_version=API_V1, uid="u", verdict=verdict))[
+        "response"
+    ]
+
+    assert response["warnings"] == ["admitted on burst capacity", "defaults applied"]
+    assert response["auditAnnotations"] == {"tier": "burst"}
+    assert "status" not in response
+
+
+def test_denial_keeps_warnings() -> None:
+    verdict = Verdict(allowed=False, code=403, message="no", warnings=("why",))
+
+    response = decoded_response(encode_response(api_version=API_V1, uid="u", verdict=verdict))[
+        "response"
+    ]
+
+    assert response["warnings"] == ["why"]
+
+
+# --- one_line -------------------------------------------------------------------------------
+
+
+def test_one_line_flattens_control_characters() -> None:
+    assert one_line("bad\nthing\there\r") == "bad thing here"
+
+
+def test_one_line_truncates() -> None:
+    assert one_line("abcdefghij", limit=8) == "abcde..."
+    assert one_line("abcdefgh", limit=8) == "abcdefgh"
