@@ -1,1 +1,2 @@
-"""The HTTP edge: AdmissionReview wire format, Starlette app, JSONPatch, settings, metrics, server, CLI."""
+"""The HTTP edge: AdmissionReview wire format, Starlette app, JSONPatch, settings, metrics,
+server and CLI."""

@@ -16,7 +16,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TENANTGATE_", extra="forbid", frozen=True)
 
-    config: Path | None = Field(default=None, description="config file; the embedded example when unset")
+    config: Path | None = Field(
+        default=None, description="config file; the embedded example when unset"
+    )
     cert_dir: Path = Field(default=Path(".tenantgate/certs"), description="TLS material directory")
     host: str = "0.0.0.0"
     port: int = Field(default=8443, ge=0, le=65535)

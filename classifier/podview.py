@@ -5,7 +5,6 @@ field of the wrong JSON type as absent rather than crashing. (No ``from __future
 annotations`` here: this module defines a function named ``annotations``.)
 """
 
-
 from collections.abc import Iterator, Mapping
 from typing import Any
 

@@ -49,7 +49,9 @@ class Verdict:
     audit_annotations: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def allow(cls, *, warnings: tuple[str, ...] = (), patched: dict[str, Any] | None = None) -> Verdict:
+    def allow(
+        cls, *, warnings: tuple[str, ...] = (), patched: dict[str, Any] | None = None
+    ) -> Verdict:
         return cls(allowed=True, patched=patched, warnings=warnings)
 
     @classmethod
