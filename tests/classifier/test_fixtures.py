@@ -1,0 +1,161 @@
+"""Real-world manifests (tests/fixtures/manifests): expected profiles and valid, sane mutations.
+
+For every pod template of every fixture, the pod a controller would create is planned with the
+embedded default config, and:
+* its profile is the one in ``expected.yaml``;
+* the mutated pod validates against the official Pod schema (kubernetes-validate, strict) -
+  or, when the source manifest is itself invalid, the mutation adds no schema error;
+* no toleration appears twice, and every spread constraint and sibling anti-affinity term
+  selects the pod itself;
+* planning the mutated pod again changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate import utils as kv_utils
+
+from admission.commands.review import read_manifests
+from classifier import podview
+from classifier.config import ClassifierConfig, compile_classifier
+from classifier.plan import Classifier
+from classifier.profiles import selector_matches, toleration_key
+from classifier.templates import PodTemplate, find_pod_templates, pod_from_template
+from classifier.types import JSONObject
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "manifests"
+KUBERNETES_VERSION = "1.33.0"
+
+
+def fixture_files() -> list[Path]:
+    return sorted(
+        p
+        for p in FIXTURES.iterdir()
+        if p.suffix in (".yaml", ".yml", ".json") and p.name != "expected.yaml"
+    )
+
+
+@cache
+def expected() -> dict[str, dict[str, str]]:
+    data = yaml.safe_load((FIXTURES / "expected.yaml").read_text())
+    return {name: dict(entries or {}) for name, entries in data.items()}
+
+
+@cache
+def classifier() -> Classifier:
+    raw = yaml.safe_load((ROOT / "examples" / "tenantgate.yaml").read_text())
+    fields = ClassifierConfig.model_fields
+    return compile_classifier(
+        ClassifierConfig.model_validate({k: v for k, v in raw.items() if k in fields})
+    )
+
+
+@cache
+def templates(name: str) -> tuple[PodTemplate, ...]:
+    path = FIXTURES / name
+    return tuple(
+        found
+        for document in read_manifests(name, path.read_text(encoding="utf-8"))
+        for found in find_pod_templates(document.body)
+    )
+
+
+def all_templates() -> list[tuple[str, str]]:
+    return [(path.name, found.key) for path in fixture_files() for found in templates(path.name)]
+
+
+def template(name: str, key: str) -> PodTemplate:
+    return next(found for found in templates(name) if found.key == key)
+
+
+@cache
+def pod_validator() -> Any:
+    # kubernetes_validate.validate stops at the first error; this lists them all, using the
+    # same schemas (strict: no unknown fields).
+    schema_dir = f"kubernetes-json-schema/v{KUBERNETES_VERSION}-local-strict"
+    schema = kv_utils.schema_contents(f"{schema_dir}/pod-v1.json", KUBERNETES_VERSION)
+    definitions = kv_utils.schema_contents(f"{schema_dir}/_definitions.json", KUBERNETES_VERSION)
+    registry = kv_utils.Resource.from_contents(schema) @ kv_utils.Registry()
+    registry = kv_utils.Resource.from_contents(definitions) @ registry
+    return kv_utils.jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def schema_errors(pod: JSONObject) -> set[tuple[str, str]]:
+    return {(error.json_path, error.message) for error in pod_validator().iter_errors(pod)}
+
+
+def test_there_are_enough_real_world_fixtures() -> None:
+    files = fixture_files()
+    assert len(files) >= 30
+    assert {path.name for path in files} == set(expected()), "every fixture has an entry"
+    profiles = {profile for entries in expected().values() for profile in entries.values()}
+    assert profiles == set(classifier().profile_names)
+
+
+@pytest.mark.parametrize("name", [path.name for path in fixture_files()])
+def test_every_template_is_found(name: str) -> None:
+    assert sorted(found.key for found in templates(name)) == sorted(expected()[name])
+
+
+@pytest.mark.parametrize(("name", "key"), all_templates())
+def test_fixture(name: str, key: str) -> None:
+    found = template(name, key)
+    pod = pod_from_template(found, namespace="default")
+    namespace = pod["metadata"]["namespace"]
+    plan = classifier().plan(pod, namespace=namespace)
+
+    assert plan.classification.profile == expected()[name][key], plan.classification.reason
+
+    mutated = json.loads(json.dumps(plan.mutated))
+    original_errors = schema_errors(pod)
+    if original_errors:
+        # The source itself is invalid (e.g. container-only fields in a pod securityContext):
+        # the mutation must not add anything invalid of its own.
+        assert schema_errors(mutated) <= original_errors
+    else:
+        kubernetes_validate.validate(mutated, KUBERNETES_VERSION, strict=True)
+
+    spec = podview.spec(mutated)
+    keys = [toleration_key(t) for t in podview.objects(spec.get("tolerations"))]
+    assert len(keys) == len(set(keys)), "duplicate toleration"
+    labels = podview.labels(mutated)
+    for constraint in podview.objects(spec.get("topologySpreadConstraints")):
+        assert selector_matches(podview.obj(constraint.get("labelSelector")), labels)
+    anti = podview.obj(podview.obj(spec.get("affinity")).get("podAntiAffinity"))
+    own_anti = podview.obj(podview.obj(podview.spec(pod).get("affinity")).get("podAntiAffinity"))
+    if anti != own_anti:
+        terms = list(podview.objects(anti.get("requiredDuringSchedulingIgnoredDuringExecution")))
+        terms += [
+            podview.obj(weighted.get("podAffinityTerm"))
+            for weighted in podview.objects(
+                anti.get("preferredDuringSchedulingIgnoredDuringExecution")
+            )
+        ]
+        assert terms
+        for term in terms:
+            assert selector_matches(podview.obj(term.get("labelSelector")), labels)
+
+    again = classifier().plan(plan.mutated, namespace=namespace)
+    assert again.changed is False
+    assert again.mutated == plan.mutated
+
+
+def test_the_invalid_source_is_the_only_exception() -> None:
+    invalid = []
+    for name, key in all_templates():
+        pod = pod_from_template(template(name, key), namespace="default")
+        if schema_errors(json.loads(json.dumps(pod))):
+            invalid.append(key)
+    # spark-operator's example puts container securityContext fields at pod level.
+    assert invalid == [
+        "SparkApplication/spark-pi-pod-template@spec.driver.template",
+        "SparkApplication/spark-pi-pod-template@spec.executor.template",
+    ]

@@ -1,0 +1,648 @@
+"""Rule conditions (table-driven), owner derivation, image paths and classification."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from classifier.config import ClassifierConfig, ConditionSpec, compile_classifier
+from classifier.plan import Classifier
+from classifier.resources import PodResourceError
+from classifier.rules import PodFacts, compile_condition, image_repository
+from classifier.types import JSONObject
+
+
+def pod(
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    owners: list[tuple[str, str]] | None = None,
+    images: list[str] | None = None,
+    ports: list[dict[str, Any]] | None = None,
+    requests: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    spec: dict[str, Any] | None = None,
+    init: list[dict[str, Any]] | None = None,
+) -> JSONObject:
+    meta: JSONObject = {"name": "p"}
+    if labels is not None:
+        meta["labels"] = labels
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if owners:
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": kind, "name": name, "uid": "u"} for kind, name in owners
+        ]
+    containers: list[JSONObject] = []
+    for index, image in enumerate(images or ["busybox"]):
+        container: JSONObject = {"name": f"c{index}", "image": image}
+        if index == 0:
+            if ports is not None:
+                container["ports"] = ports
+            resources: JSONObject = {}
+            if requests is not None:
+                resources["requests"] = requests
+            if limits is not None:
+                resources["limits"] = limits
+            if resources:
+                container["resources"] = resources
+        containers.append(container)
+    body: JSONObject = {"containers": containers, **(spec or {})}
+    if init is not None:
+        body["initContainers"] = init
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
+
+
+def check(condition: dict[str, Any], subject: JSONObject, namespace: str = "default") -> str | None:
+    problems: list[Any] = []
+    compiled = compile_condition(
+        ConditionSpec.model_validate(condition), path="match", problems=problems
+    )
+    assert problems == []
+    return compiled.test(PodFacts(subject, namespace=namespace))
+
+
+# --------------------------------------------------------------------------- image paths
+
+
+@pytest.mark.parametrize(
+    ("image", "repository"),
+    [
+        ("postgres", "library/postgres"),
+        ("postgres:16", "library/postgres"),
+        ("docker.io/library/postgres:16@sha256:abcd", "library/postgres"),
+        ("index.docker.io/postgres", "library/postgres"),
+        ("bitnami/postgresql:15.4.0-debian-11-r0", "bitnami/postgresql"),
+        ("ghcr.io/org/team/app:v1", "org/team/app"),
+        ("registry.local:5000/app:1.0", "app"),
+        ("registry.local:5000/app", "app"),
+        ("localhost/app:dev", "app"),
+        ("quay.io/prometheus/node-exporter:v1.6.1", "prometheus/node-exporter"),
+        ("k8s.gcr.io/ingress-nginx/controller:v0.41.2@sha256:1f4f", "ingress-nginx/controller"),
+        ("solsson/kafkacat@sha256:7a59", "solsson/kafkacat"),
+        ("Nginx:Latest", "library/nginx"),
+    ],
+)
+def test_image_repository(image: str, repository: str) -> None:
+    assert image_repository(image) == repository
+
+
+# --------------------------------------------------------------------------- conditions
+
+CASES: list[tuple[str, dict[str, Any], JSONObject, str, str | None]] = [
+    # label and annotation
+    (
+        "label exact",
+        {"label": {"key": "app", "value": "db"}},
+        pod(labels={"app": "db"}),
+        "default",
+        "label app=db",
+    ),
+    (
+        "label exact miss",
+        {"label": {"key": "app", "value": "db"}},
+        pod(labels={"app": "web"}),
+        "default",
+        None,
+    ),
+    (
+        "label values",
+        {"label": {"key": "app", "values": ["a", "db"]}},
+        pod(labels={"app": "db"}),
+        "default",
+        "label app=db",
+    ),
+    (
+        "label glob",
+        {"label": {"key": "app", "glob": ["redis*", "pg*"]}},
+        pod(labels={"app": "pg-main"}),
+        "default",
+        "label app=pg-main",
+    ),
+    (
+        "label glob miss",
+        {"label": {"key": "app", "glob": "redis*"}},
+        pod(labels={"app": "myredis"}),
+        "default",
+        None,
+    ),
+    (
+        "label exists",
+        {"label": {"key": "app", "exists": True}},
+        pod(labels={"app": ""}),
+        "default",
+        "label app is set",
+    ),
+    ("label exists miss", {"label": {"key": "app", "exists": True}}, pod(), "default", None),
+    (
+        "label absent",
+        {"label": {"key": "app", "absent": True}},
+        pod(labels={"x": "y"}),
+        "default",
+        "label app is absent",
+    ),
+    (
+        "label absent miss",
+        {"label": {"key": "app", "absent": True}},
+        pod(labels={"app": "y"}),
+        "default",
+        None,
+    ),
+    (
+        "label key glob",
+        {"label": {"key": "training.kubeflow.org/*", "exists": True}},
+        pod(labels={"training.kubeflow.org/job-name": "j"}),
+        "default",
+        "label training.kubeflow.org/job-name is set",
+    ),
+    (
+        "label key glob absent",
+        {"label": {"key": "ray.io/*", "absent": True}},
+        pod(labels={"app": "x"}),
+        "default",
+        "label ray.io/* is absent",
+    ),
+    (
+        "key glob ignores tenantgate keys",
+        {"label": {"key": "*", "exists": True}},
+        pod(labels={"tenantgate.io/tier": "burst"}),
+        "default",
+        None,
+    ),
+    (
+        "annotation",
+        {"annotation": {"key": "team", "value": "ml"}},
+        pod(annotations={"team": "ml"}, labels={"team": "web"}),
+        "default",
+        "annotation team=ml",
+    ),
+    (
+        "annotation is not a label",
+        {"annotation": {"key": "team", "exists": True}},
+        pod(labels={"team": "ml"}),
+        "default",
+        None,
+    ),
+    (
+        "malformed labels",
+        {"label": {"key": "app", "exists": True}},
+        {"metadata": {"labels": ["app"]}},
+        "default",
+        None,
+    ),
+    # namespace
+    (
+        "namespace exact",
+        {"namespace": "kube-system"},
+        pod(),
+        "kube-system",
+        "namespace kube-system",
+    ),
+    ("namespace list", {"namespace": ["a", "b"]}, pod(), "b", "namespace b"),
+    ("namespace glob", {"namespace": "team-*"}, pod(), "team-a", "namespace team-a"),
+    ("namespace miss", {"namespace": ["team-*", "ml"]}, pod(), "default", None),
+    # owners
+    (
+        "owner direct",
+        {"ownerKind": "StatefulSet"},
+        pod(owners=[("StatefulSet", "db")]),
+        "default",
+        "owner StatefulSet db",
+    ),
+    (
+        "owner Deployment via ReplicaSet",
+        {"ownerKind": "Deployment"},
+        pod(owners=[("ReplicaSet", "web-5d4f")], labels={"pod-template-hash": "5d4f"}),
+        "default",
+        "owner Deployment web (via ReplicaSet web-5d4f)",
+    ),
+    (
+        "bare ReplicaSet is no Deployment",
+        {"ownerKind": "Deployment"},
+        pod(owners=[("ReplicaSet", "web")]),
+        "default",
+        None,
+    ),
+    (
+        "ReplicaSet of a Deployment is a ReplicaSet",
+        {"ownerKind": "ReplicaSet"},
+        pod(owners=[("ReplicaSet", "web-5d4f")], labels={"pod-template-hash": "5d4f"}),
+        "default",
+        "owner ReplicaSet web-5d4f",
+    ),
+    (
+        "CronJob via Job name",
+        {"ownerKind": "CronJob"},
+        pod(owners=[("Job", "hello-29000000")]),
+        "default",
+        "owner CronJob hello (via Job hello-29000000)",
+    ),
+    (
+        "CronJob via seconds suffix",
+        {"ownerKind": "CronJob"},
+        pod(owners=[("Job", "backup-1700000000")]),
+        "default",
+        "owner CronJob backup (via Job backup-1700000000)",
+    ),
+    (
+        "plain Job is no CronJob",
+        {"ownerKind": "CronJob"},
+        pod(owners=[("Job", "pi")]),
+        "default",
+        None,
+    ),
+    (
+        "Job of a CronJob is a Job",
+        {"ownerKind": "Job"},
+        pod(owners=[("Job", "hello-29000000")]),
+        "default",
+        "owner Job hello-29000000",
+    ),
+    (
+        "custom kind",
+        {"ownerKind": ["PyTorchJob", "RayCluster"]},
+        pod(owners=[("RayCluster", "rc")]),
+        "default",
+        "owner RayCluster rc",
+    ),
+    (
+        "owner kind glob",
+        {"ownerKind": "*Job"},
+        pod(owners=[("MPIJob", "pi")]),
+        "default",
+        "owner MPIJob pi",
+    ),
+    ("no owner", {"ownerKind": "Job"}, pod(), "default", None),
+    # images
+    (
+        "image bare name",
+        {"image": "postgres"},
+        pod(images=["docker.io/library/postgres:16@sha256:abc"]),
+        "default",
+        'image docker.io/library/postgres:16@sha256:abc matches "postgres"',
+    ),
+    (
+        "image */name",
+        {"image": "*/postgres"},
+        pod(images=["postgres:16"]),
+        "default",
+        'image postgres:16 matches "*/postgres"',
+    ),
+    (
+        "image org/*",
+        {"image": "bitnami/*"},
+        pod(images=["registry.example.com/mirror/bitnami/postgresql:15"]),
+        "default",
+        'image registry.example.com/mirror/bitnami/postgresql:15 matches "bitnami/*"',
+    ),
+    ("image org/* miss", {"image": "bitnami/*"}, pod(images=["postgres"]), "default", None),
+    (
+        "image glob suffix",
+        {"image": "*zookeeper"},
+        pod(images=["registry.k8s.io/kubernetes-zookeeper:1.0"]),
+        "default",
+        'image registry.k8s.io/kubernetes-zookeeper:1.0 matches "*zookeeper"',
+    ),
+    (
+        "image name is not a prefix",
+        {"image": "kafka"},
+        pod(images=["solsson/kafkacat@sha256:7a"]),
+        "default",
+        None,
+    ),
+    (
+        "image second container",
+        {"image": ["redis", "memcached"]},
+        pod(images=["app", "memcached:1.6"]),
+        "default",
+        'image memcached:1.6 matches "memcached"',
+    ),
+    (
+        "image case folded",
+        {"image": "NGINX"},
+        pod(images=["nginx"]),
+        "default",
+        'image nginx matches "NGINX"',
+    ),
+    (
+        "init container image ignored",
+        {"image": "postgres"},
+        pod(init=[{"name": "i", "image": "postgres"}]),
+        "default",
+        None,
+    ),
+    # ports
+    (
+        "port number",
+        {"port": [80, 443]},
+        pod(ports=[{"containerPort": 443, "name": "https"}]),
+        "default",
+        "container c0 exposes port 443 (https)",
+    ),
+    (
+        "port name glob",
+        {"port": "http*"},
+        pod(ports=[{"containerPort": 9898, "name": "http-metrics"}]),
+        "default",
+        'container c0 exposes port 9898 named "http-metrics"',
+    ),
+    (
+        "any port",
+        {"port": "*"},
+        pod(ports=[{"containerPort": 7070}]),
+        "default",
+        "container c0 exposes port 7070",
+    ),
+    ("no ports", {"port": "*"}, pod(), "default", None),
+    ("port miss", {"port": 80}, pod(ports=[{"containerPort": 8080}]), "default", None),
+    # resources on the effective request
+    (
+        "gpu > 0",
+        {"resource": "nvidia.com/gpu > 0"},
+        pod(limits={"nvidia.com/gpu": 1}),
+        "default",
+        "requests nvidia.com/gpu=1 > 0",
+    ),
+    ("gpu absent", {"resource": "nvidia.com/gpu > 0"}, pod(requests={"cpu": "1"}), "default", None),
+    (
+        "memory >= 8Gi",
+        {"resource": "memory >= 8Gi"},
+        pod(requests={"memory": "8192Mi"}),
+        "default",
+        "requests memory=8Gi >= 8Gi",
+    ),
+    (
+        "memory >= 8Gi miss",
+        {"resource": "memory >= 8Gi"},
+        pod(requests={"memory": "8G"}),
+        "default",
+        None,
+    ),
+    (
+        "cpu from init container max",
+        {"resource": "cpu >= 2"},
+        pod(
+            requests={"cpu": "500m"},
+            init=[{"name": "i", "image": "x", "resources": {"requests": {"cpu": "2"}}}],
+        ),
+        "default",
+        "requests cpu=2 >= 2",
+    ),
+    (
+        "resource glob",
+        {"resource": "gpu.intel.com/* > 0"},
+        pod(limits={"gpu.intel.com/i915": 2}),
+        "default",
+        "requests gpu.intel.com/i915=2 > 0",
+    ),
+    (
+        "resource glob prefix",
+        {"resource": "aws.amazon.com/neuron* > 0"},
+        pod(limits={"aws.amazon.com/neuroncore": 2}),
+        "default",
+        "requests aws.amazon.com/neuroncore=2 > 0",
+    ),
+    (
+        "absent resource is zero",
+        {"resource": "nvidia.com/gpu < 1"},
+        pod(),
+        "default",
+        "requests nvidia.com/gpu=0 < 1",
+    ),
+    (
+        "absent glob is zero",
+        {"resource": "habana.ai/* == 0"},
+        pod(),
+        "default",
+        "requests habana.ai/*=0 == 0",
+    ),
+    ("!=", {"resource": "cpu != 1"}, pod(requests={"cpu": "1000m"}), "default", None),
+    (
+        "<=",
+        {"resource": ["cpu <= 100m"]},
+        pod(requests={"cpu": "0.1"}),
+        "default",
+        "requests cpu=100m <= 100m",
+    ),
+    ("pods count", {"resource": "pods == 1"}, pod(), "default", "requests pods=1 == 1"),
+    # pod-level switches
+    (
+        "restartPolicy default Always",
+        {"restartPolicy": "Always"},
+        pod(),
+        "default",
+        "restartPolicy Always",
+    ),
+    (
+        "restartPolicy list",
+        {"restartPolicy": ["OnFailure", "Never"]},
+        pod(spec={"restartPolicy": "Never"}),
+        "default",
+        "restartPolicy Never",
+    ),
+    ("restartPolicy miss", {"restartPolicy": ["OnFailure", "Never"]}, pod(), "default", None),
+    (
+        "hostNetwork true",
+        {"hostNetwork": True},
+        pod(spec={"hostNetwork": True}),
+        "default",
+        "hostNetwork true",
+    ),
+    ("hostNetwork false by default", {"hostNetwork": False}, pod(), "default", "hostNetwork false"),
+    ("hostNetwork true miss", {"hostNetwork": True}, pod(), "default", None),
+    (
+        "privileged init container",
+        {"privileged": True},
+        pod(init=[{"name": "setup", "image": "x", "securityContext": {"privileged": True}}]),
+        "default",
+        'container "setup" is privileged',
+    ),
+    ("not privileged", {"privileged": False}, pod(), "default", "no container is privileged"),
+    (
+        "privileged miss",
+        {"privileged": False},
+        pod(spec={"containers": [{"name": "c", "securityContext": {"privileged": True}}]}),
+        "default",
+        None,
+    ),
+    # composition
+    (
+        "all",
+        {"all": [{"namespace": "ml"}, {"port": 80}]},
+        pod(ports=[{"containerPort": 80}]),
+        "ml",
+        "namespace ml and container c0 exposes port 80",
+    ),
+    (
+        "all miss",
+        {"all": [{"namespace": "ml"}, {"port": 80}]},
+        pod(ports=[{"containerPort": 80}]),
+        "dev",
+        None,
+    ),
+    ("empty all", {"all": []}, pod(), "default", "every pod"),
+    (
+        "any first match",
+        {"any": [{"port": 80}, {"namespace": "ml"}, {"hostNetwork": False}]},
+        pod(),
+        "ml",
+        "namespace ml",
+    ),
+    ("empty any", {"any": []}, pod(), "default", None),
+    ("not", {"not": {"ownerKind": "Job"}}, pod(), "default", 'not (owner kind is "Job")'),
+    ("not miss", {"not": {"ownerKind": "Job"}}, pod(owners=[("Job", "pi")]), "default", None),
+    (
+        "several keys are all",
+        {"namespace": "ml", "label": {"key": "app", "exists": True}},
+        pod(labels={"app": "x"}),
+        "ml",
+        "label app is set and namespace ml",
+    ),
+    (
+        "several keys miss",
+        {"namespace": "ml", "label": {"key": "app", "exists": True}},
+        pod(),
+        "ml",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("condition", "subject", "namespace", "expected"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_condition(
+    condition: dict[str, Any], subject: JSONObject, namespace: str, expected: str | None
+) -> None:
+    assert check(condition, subject, namespace) == expected
+
+
+def test_request_is_computed_only_when_a_resource_rule_runs() -> None:
+    broken = pod(requests={"memory": "12XY"}, ports=[{"containerPort": 80}])
+    assert check({"port": 80}, broken) is not None
+    with pytest.raises(
+        PodResourceError, match=r"spec\.containers\[0\]\.resources\.requests\.memory"
+    ):
+        check({"resource": "memory > 1Gi"}, broken)
+
+
+def test_owner_facts() -> None:
+    facts = PodFacts(
+        pod(
+            owners=[("ReplicaSet", "web-abc"), ("Job", "x-29000001")],
+            labels={"pod-template-hash": "abc"},
+        ),
+        namespace="default",
+    )
+    assert [(o.kind, o.name, o.via) for o in facts.owners] == [
+        ("ReplicaSet", "web-abc", ""),
+        ("Deployment", "web", "ReplicaSet web-abc"),
+        ("Job", "x-29000001", ""),
+        ("CronJob", "x", "Job x-29000001"),
+    ]
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def classifier() -> Classifier:
+    return compile_classifier(
+        ClassifierConfig.model_validate(
+            {
+                "profiles": {"general": {}, "gpu": {}, "batch": {}, "web": {}, "system": {}},
+                "rules": [
+                    {"name": "system", "profile": "system", "match": {"namespace": "kube-system"}},
+                    {"name": "gpu", "profile": "gpu", "match": {"resource": "nvidia.com/gpu > 0"}},
+                    {"name": "batch", "profile": "batch", "match": {"ownerKind": "Job"}},
+                    {"name": "web", "profile": "web", "match": {"port": [80, 443]}},
+                ],
+            }
+        )
+    )
+
+
+def test_first_match_wins_and_says_why() -> None:
+    subject = pod(limits={"nvidia.com/gpu": 1}, owners=[("Job", "train")])
+    result = classifier().classify(subject, namespace="ml")
+    assert (result.profile, result.source, result.rule) == ("gpu", "rule", "gpu")
+    assert result.reason == 'rule "gpu": requests nvidia.com/gpu=1 > 0'
+    assert result.classified_by == "rule/gpu"
+    assert result.problem is None
+    assert result.skipped == ()
+
+
+def test_default_when_nothing_matches() -> None:
+    result = classifier().classify(pod(), namespace="dev")
+    assert (result.profile, result.source, result.rule, result.reason) == (
+        "general",
+        "default",
+        None,
+        "no rule matched",
+    )
+    assert result.classified_by == "default"
+
+
+def test_opt_in_label_selects_a_profile() -> None:
+    subject = pod(labels={"tenantgate.io/profile": "batch"}, ports=[{"containerPort": 80}])
+    result = classifier().classify(subject, namespace="dev")
+    assert (result.profile, result.source, result.rule) == ("batch", "opt-in", None)
+    assert result.reason == "opt-in label tenantgate.io/profile=batch"
+    assert result.classified_by == "opt-in"
+
+
+def test_opt_in_to_an_unknown_profile_is_reported_and_rules_still_apply() -> None:
+    subject = pod(labels={"tenantgate.io/profile": "huge"}, ports=[{"containerPort": 80}])
+    result = classifier().classify(subject, namespace="dev")
+    assert result.profile == "web"
+    assert result.problem == (
+        'label tenantgate.io/profile asks for unknown profile "huge" '
+        "(known: batch, general, gpu, system, web)"
+    )
+
+
+def test_opt_in_to_a_disallowed_profile_is_reported() -> None:
+    subject = pod(labels={"tenantgate.io/profile": "system"})
+    result = classifier().classify(subject, namespace="dev", allowed_profiles=frozenset({"web"}))
+    assert result.profile == "general"
+    assert result.problem == (
+        'label tenantgate.io/profile asks for profile "system", which is not allowed here '
+        "(allowed: general, web)"
+    )
+
+
+def test_empty_opt_in_label_is_ignored() -> None:
+    result = classifier().classify(pod(labels={"tenantgate.io/profile": ""}), namespace="dev")
+    assert (result.profile, result.problem) == ("general", None)
+
+
+def test_disallowed_rules_are_skipped_in_order() -> None:
+    subject = pod(
+        limits={"nvidia.com/gpu": 1}, owners=[("Job", "train")], ports=[{"containerPort": 80}]
+    )
+    result = classifier().classify(subject, namespace="ml", allowed_profiles=frozenset({"web"}))
+    assert (result.profile, result.rule) == ("web", "web")
+    assert result.skipped == (
+        'rule "gpu" matched but profile "gpu" is not allowed',
+        'rule "batch" matched but profile "batch" is not allowed',
+    )
+
+
+def test_default_profile_is_always_allowed() -> None:
+    result = classifier().classify(
+        pod(labels={"tenantgate.io/profile": "general"}),
+        namespace="x",
+        allowed_profiles=frozenset(),
+    )
+    assert (result.profile, result.source, result.problem) == ("general", "opt-in", None)
+
+
+def test_malformed_pod_does_not_crash() -> None:
+    weird: JSONObject = {
+        "metadata": {"labels": None, "ownerReferences": [None, {"kind": 3}]},
+        "spec": {"containers": [None, {"image": 5, "ports": [{"containerPort": "80"}]}]},
+    }
+    result = classifier().classify(weird, namespace="dev")
+    assert result.profile == "general"
