@@ -1,0 +1,508 @@
+"""The whole config file (``TenantgateConfig``) and the :class:`Policy` compiled from it.
+
+The pydantic models are the wire format: they check shape and parse every quantity, so a bad
+value is reported with its field path. :func:`compile_policy` then checks what spans fields
+(unknown profiles or priority classes, a namespace claimed twice) and builds the frozen
+:class:`Policy` the admission path reads: a namespace -> tenant index, parsed quotas and
+ceilings, and compiled classifiers. Nothing is parsed per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, cast
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from classifier.config import (
+    ClassifierConfig,
+    ClassifierConfigError,
+    LabelSelectorRequirementSpec,
+    PriorityClassSpec,
+    ProfileOverrideSpec,
+    compile_classifier,
+    is_label_value,
+    is_qualified_name,
+)
+from classifier.quantities import Quantity, QuantityError
+from tenants.quota import Quota, build_quota
+
+if TYPE_CHECKING:
+    from classifier.plan import Classifier
+
+logger = logging.getLogger(__name__)
+
+TENANT_LABEL: Final = "tenantgate.io/tenant"
+TIER_LABEL: Final = "tenantgate.io/tier"
+RESERVATION_ANNOTATION: Final = "tenantgate.io/reservation"
+
+_MISSING: Final = object()
+_DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SIMPLE_KEY_RE: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+# The quantity grammar as the Kubernetes OpenAPI schema publishes it, for editors.
+QUANTITY_PATTERN: Final = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+
+def field_path(*parts: str | int) -> str:
+    """``tenants.team-a.quota.guaranteed[nvidia.com/gpu]``: the notation every problem uses."""
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _SIMPLE_KEY_RE.match(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{part}]"
+    return text
+
+
+def _quantity(value: Any) -> Quantity:
+    if isinstance(value, Quantity):
+        return value
+    try:
+        return Quantity.from_json(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+QuantityValue = Annotated[
+    Quantity,
+    PlainValidator(_quantity),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "string", "pattern": QUANTITY_PATTERN}, {"type": "number"}],
+            "description": "a Kubernetes quantity, e.g. 500m, 4, 8Gi",
+        }
+    ),
+]
+
+
+def _resource_names(value: dict[str, Quantity]) -> dict[str, Quantity]:
+    for name, amount in value.items():
+        head, dot, rest = name.partition(".")
+        if dot and head in ("requests", "limits"):
+            raise ValueError(
+                f'resource "{name}": write the plain resource name "{rest}" (quotas count requests)'
+            )
+        if not is_qualified_name(name):
+            raise ValueError(f'resource name "{name}" is not a valid resource name')
+        if amount.nanos < 0:
+            raise ValueError(f"{name}: quantity {amount} must not be negative")
+    return value
+
+
+ResourceQuantities = Annotated[dict[str, QuantityValue], Field(default_factory=dict)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NamespaceSelectorSpec(_Model):
+    """A label selector over namespace labels (matchLabels AND matchExpressions)."""
+
+    matchLabels: dict[str, str] = Field(default_factory=dict)
+    matchExpressions: list[LabelSelectorRequirementSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Self:
+        if not self.matchLabels and not self.matchExpressions:
+            raise ValueError(
+                "an empty selector selects every namespace; set matchLabels or matchExpressions"
+            )
+        for key, value in self.matchLabels.items():
+            if not is_qualified_name(key) or not is_label_value(value):
+                raise ValueError(f'matchLabels {key}="{value}" is not a valid label')
+        return self
+
+
+class BurstSpec(_Model):
+    """Capacity above the guarantee: ``ratio`` of guaranteed and/or an absolute ``max``."""
+
+    ratio: Decimal | None = Field(
+        default=None, gt=0, description="ceiling = ratio x guaranteed, per guaranteed resource"
+    )
+    max: ResourceQuantities
+
+    @field_validator("max")
+    @classmethod
+    def _max(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        return _resource_names(value)
+
+
+class QuotaSpec(_Model):
+    guaranteed: ResourceQuantities
+    burst: BurstSpec | None = None
+
+    @field_validator("guaranteed")
+    @classmethod
+    def _guaranteed(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        return _resource_names(value)
+
+
+class TenantPriorityClassesSpec(_Model):
+    guaranteed: str = Field(
+        default="tenant-guaranteed", description="class of pods admitted on the guarantee"
+    )
+    allowed: list[str] = Field(
+        default_factory=list, description="classes a pod of this tenant may ask for explicitly"
+    )
+
+
+class TenantProfilesSpec(_Model):
+    allowed: list[str] | None = Field(
+        default=None, description="profiles this tenant may use; every profile when unset"
+    )
+    overrides: dict[str, ProfileOverrideSpec] = Field(default_factory=dict)
+
+
+class ContainerDefaultsSpec(_Model):
+    requests: ResourceQuantities
+
+    @field_validator("requests")
+    @classmethod
+    def _requests(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        return _resource_names(value)
+
+
+class TenantSpec(_Model):
+    """A named group of namespaces sharing one quota."""
+
+    description: str = ""
+    namespaces: list[str] = Field(default_factory=list)
+    namespaceSelector: NamespaceSelectorSpec | None = None
+    quota: QuotaSpec
+    priorityClasses: TenantPriorityClassesSpec = Field(default_factory=TenantPriorityClassesSpec)
+    profiles: TenantProfilesSpec = Field(default_factory=TenantProfilesSpec)
+    overQuota: Literal["reject", "queue"] = "reject"
+    containerDefaults: ContainerDefaultsSpec | None = None
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for name in value:
+            if not _DNS_LABEL_RE.match(name) or len(name) > 63:
+                raise ValueError(f'namespace "{name}" is not a valid namespace name')
+            if name in seen:
+                raise ValueError(f'namespace "{name}" is listed twice')
+            seen.add(name)
+        return value
+
+    @field_validator("overQuota")
+    @classmethod
+    def _over_quota(cls, value: str) -> str:
+        if value == "queue":
+            raise ValueError("queue is not supported yet; use reject")
+        return value
+
+
+class LedgerSpec(_Model):
+    backend: Literal["memory", "kubernetes"] = "memory"
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str) -> str:
+        if value == "kubernetes":
+            raise ValueError("the kubernetes backend is not supported yet; use memory")
+        return value
+
+
+class TenantgateConfig(ClassifierConfig):
+    """The whole config file: priority classes, profiles, rules, tenants and quota settings."""
+
+    tenants: dict[str, TenantSpec] = Field(default_factory=dict)
+    burstPriorityClass: str = Field(
+        default="tenant-burst", description="class every burst-tier pod gets"
+    )
+    unclaimedNamespaces: Literal["allow", "deny"] = Field(
+        default="allow", description="pods of namespaces no tenant claims: untouched, or denied"
+    )
+    reservationTTLSeconds: int = Field(
+        default=120, gt=0, description="a reservation not seen stored by then is released"
+    )
+    ledger: LedgerSpec = Field(default_factory=LedgerSpec)
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_names(cls, value: dict[str, TenantSpec]) -> dict[str, TenantSpec]:
+        for name in value:
+            # The name travels in the tenantgate.io/tenant label and names a ledger object.
+            if not _DNS_LABEL_RE.match(name) or len(name) > 63:
+                raise ValueError(f'tenant name "{name}" is not a DNS label (a-z, 0-9, -)')
+        return value
+
+
+# --------------------------------------------------------------------------- compiled policy
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyProblem:
+    """A problem found while compiling, with the field path it concerns."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class PolicyError(ValueError):
+    """The config does not compile; carries every problem found."""
+
+    def __init__(self, problems: list[PolicyProblem] | tuple[PolicyProblem, ...]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSelector:
+    """A compiled namespace label selector."""
+
+    match_labels: tuple[tuple[str, str], ...]
+    expressions: tuple[tuple[str, str, frozenset[str]], ...]
+
+    @classmethod
+    def from_spec(cls, spec: NamespaceSelectorSpec) -> NamespaceSelector:
+        return cls(
+            tuple(spec.matchLabels.items()),
+            tuple((e.key, e.operator, frozenset(e.values)) for e in spec.matchExpressions),
+        )
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, operator, values in self.expressions:
+            present = key in labels
+            if operator == "In":
+                if not present or labels[key] not in values:
+                    return False
+            elif operator == "NotIn":
+                # As in Kubernetes: a namespace without the label is "not in" the set.
+                if present and labels[key] in values:
+                    return False
+            elif operator == "Exists":
+                if not present:
+                    return False
+            elif present:  # DoesNotExist
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class TenantPolicy:
+    """One tenant, compiled: what the admission path reads for a pod of this tenant."""
+
+    name: str
+    quota: Quota
+    namespaces: tuple[str, ...]
+    selector: NamespaceSelector | None
+    guaranteed_class: str
+    allowed_classes: frozenset[str]
+    allowed_profiles: frozenset[str] | None
+    classifier: Classifier
+    container_defaults: Mapping[str, Quantity]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Everything compiled from one config; immutable, swapped as a whole on reload."""
+
+    config: TenantgateConfig
+    classifier: Classifier
+    tenants: Mapping[str, TenantPolicy]
+    priority_classes: Mapping[str, PriorityClassSpec]
+    burst_class: str
+    unclaimed: Literal["allow", "deny"]
+    reservation_ttl: float
+    by_namespace: Mapping[str, TenantPolicy]
+    selector_tenants: tuple[TenantPolicy, ...]
+    _selector_cache: dict[tuple[str, frozenset[tuple[str, str]]], Any] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def tenant_for(
+        self, namespace: str, labels: Mapping[str, str] | None = None
+    ) -> TenantPolicy | None:
+        """The tenant claiming ``namespace``: its explicit list first, then label selectors.
+
+        Selectors need the namespace's labels; without them (offline) only explicit lists
+        count. Among selector tenants the first in config order wins.
+        """
+        tenant = self.by_namespace.get(namespace)
+        if tenant is not None or labels is None or not self.selector_tenants:
+            return tenant
+        key = (namespace, frozenset(labels.items()))
+        cache = self._selector_cache
+        cached = cache.get(key, _MISSING)
+        if cached is not _MISSING:
+            return cast("TenantPolicy | None", cached)
+        found = next(
+            (t for t in self.selector_tenants if t.selector and t.selector.matches(labels)), None
+        )
+        if len(cache) >= 4096:
+            cache.clear()
+        cache[key] = found
+        return found
+
+
+def _override_key(overrides: Mapping[str, ProfileOverrideSpec]) -> str:
+    return "\n".join(f"{name}={overrides[name].model_dump_json()}" for name in sorted(overrides))
+
+
+def compile_policy(config: TenantgateConfig) -> Policy:
+    """Check every cross-reference and compile; :class:`PolicyError` lists every problem."""
+    problems: list[PolicyProblem] = []
+    classes = config.priorityClasses
+    profiles = config.profiles
+
+    try:
+        base = compile_classifier(config)
+    except ClassifierConfigError as exc:
+        problems.extend(PolicyProblem(p.path, p.message) for p in exc.problems)
+        base = None
+
+    if config.burstPriorityClass not in classes:
+        problems.append(
+            PolicyProblem(
+                "burstPriorityClass",
+                f'unknown priority class "{config.burstPriorityClass}" '
+                "(declare it under priorityClasses)",
+            )
+        )
+
+    tenants: dict[str, TenantPolicy] = {}
+    by_namespace: dict[str, TenantPolicy] = {}
+    claimed_by: dict[str, str] = {}
+    selector_tenants: list[TenantPolicy] = []
+    classifiers: dict[str, Classifier] = {}
+    for name, spec in config.tenants.items():
+        where = ("tenants", name)
+        tenant_problems = len(problems)
+        pcs = spec.priorityClasses
+        if pcs.guaranteed not in classes:
+            problems.append(
+                PolicyProblem(
+                    field_path(*where, "priorityClasses", "guaranteed"),
+                    f'unknown priority class "{pcs.guaranteed}" (declare it under priorityClasses)',
+                )
+            )
+        for index, allowed_class in enumerate(pcs.allowed):
+            if allowed_class not in classes:
+                problems.append(
+                    PolicyProblem(
+                        field_path(*where, "priorityClasses", "allowed", index),
+                        f'unknown priority class "{allowed_class}" '
+                        "(declare it under priorityClasses)",
+                    )
+                )
+        allowed_profiles = spec.profiles.allowed
+        for index, profile in enumerate(allowed_profiles or ()):
+            if profile not in profiles:
+                problems.append(
+                    PolicyProblem(
+                        field_path(*where, "profiles", "allowed", index),
+                        f'unknown profile "{profile}"',
+                    )
+                )
+        overrides = spec.profiles.overrides
+        for profile in overrides:
+            if profile not in profiles:
+                problems.append(
+                    PolicyProblem(
+                        field_path(*where, "profiles", "overrides", profile),
+                        f'unknown profile "{profile}"',
+                    )
+                )
+        for index, namespace in enumerate(spec.namespaces):
+            owner = claimed_by.get(namespace)
+            if owner is not None:
+                problems.append(
+                    PolicyProblem(
+                        field_path(*where, "namespaces", index),
+                        f'namespace "{namespace}" is already claimed by tenant "{owner}"',
+                    )
+                )
+            else:
+                claimed_by[namespace] = name
+        classifier = base
+        if overrides and base is not None and len(problems) == tenant_problems:
+            key = _override_key(overrides)
+            classifier = classifiers.get(key)
+            if classifier is None:
+                try:
+                    classifier = compile_classifier(
+                        config,
+                        profile_overrides=overrides,
+                        overrides_path=field_path(*where, "profiles", "overrides"),
+                    )
+                except ClassifierConfigError as exc:
+                    problems.extend(PolicyProblem(p.path, p.message) for p in exc.problems)
+                    classifier = None
+                else:
+                    classifiers[key] = classifier
+        if classifier is None or len(problems) != tenant_problems:
+            continue
+        quota_spec = spec.quota
+        burst = quota_spec.burst
+        quota = build_quota(
+            quota_spec.guaranteed,
+            ratio=Fraction(burst.ratio) if burst is not None and burst.ratio is not None else None,
+            maximum=burst.max if burst is not None else None,
+        )
+        tenant = TenantPolicy(
+            name=name,
+            quota=quota,
+            namespaces=tuple(spec.namespaces),
+            selector=(
+                NamespaceSelector.from_spec(spec.namespaceSelector)
+                if spec.namespaceSelector is not None
+                else None
+            ),
+            guaranteed_class=pcs.guaranteed,
+            # The burst class is never an escalation: it is the lowest a tenant pod gets.
+            allowed_classes=frozenset((pcs.guaranteed, *pcs.allowed, config.burstPriorityClass)),
+            allowed_profiles=frozenset(allowed_profiles) if allowed_profiles is not None else None,
+            classifier=classifier,
+            container_defaults=(
+                dict(spec.containerDefaults.requests) if spec.containerDefaults is not None else {}
+            ),
+        )
+        tenants[name] = tenant
+        for namespace in spec.namespaces:
+            by_namespace.setdefault(namespace, tenant)
+        if tenant.selector is not None:
+            selector_tenants.append(tenant)
+
+    if problems or base is None:
+        raise PolicyError(problems)
+    return Policy(
+        config=config,
+        classifier=base,
+        tenants=tenants,
+        priority_classes=dict(classes),
+        burst_class=config.burstPriorityClass,
+        unclaimed=config.unclaimedNamespaces,
+        reservation_ttl=float(config.reservationTTLSeconds),
+        by_namespace=by_namespace,
+        selector_tenants=tuple(selector_tenants),
+    )

@@ -1,0 +1,787 @@
+"""The admission decisions: ``PolicyAdmitter`` behind ``/mutate`` and ``/validate``.
+
+/mutate classifies and plans the pod, resolves its tenant, applies container defaults, computes
+the exact request of the final pod, picks the tier, books a reservation (its id goes into the
+``tenantgate.io/reservation`` annotation) and writes the tier's labels and priority class.
+/validate checks the final object, after every mutating webhook: allowed priority class, and a
+reservation that covers the final request (topped up in the same tier, or booked here when the
+mutating webhook was skipped). Dry-run requests get the same verdict and book nothing.
+
+Every ledger change is one call to ``LedgerStore.update`` with a pure function, so the check
+and the booking can never be separated by another request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from classifier import podview
+from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
+from classifier.quantities import Quantity, format_list
+from classifier.resources import PodResourceError, pod_requests
+from classifier.types import JSONObject
+from tenants.config import (
+    RESERVATION_ANNOTATION,
+    TENANT_LABEL,
+    TIER_LABEL,
+    Policy,
+    TenantPolicy,
+)
+from tenants.ledger import (
+    LedgerStore,
+    TenantLedger,
+    Tier,
+    book,
+    cancel,
+    resize,
+    top_up,
+)
+from tenants.quota import (
+    Decision,
+    check,
+    check_growth,
+    denial_message,
+    format_over,
+    headroom,
+)
+from tenants.verdicts import AdmissionInput, Verdict
+
+logger = logging.getLogger(__name__)
+
+NamespaceLabels = Callable[[str], Mapping[str, str] | None]
+
+_RESERVATION_ID_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_MANAGED_LABELS: Final = (TENANT_LABEL, TIER_LABEL)
+# A denial the client should simply retry (the admission chain changed under us). Conflict is
+# what Kubernetes answers to optimistic-concurrency failures, and what clients retry.
+_RETRY_CODE: Final = 409
+_RETRY_REASON: Final = "Conflict"
+
+
+def reservation_id_for(request_uid: str) -> str:
+    """A reservation id derived from the admission request uid.
+
+    Deterministic, so that a dry-run answers with the same patch every time it is asked.
+    """
+    return "r-" + hashlib.blake2b(request_uid.encode(), digest_size=10).hexdigest()
+
+
+# --------------------------------------------------------------------------- ledger changes
+
+
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """What a mutate booking did: the decision, the reservation id and the ledger after it."""
+
+    decision: Decision
+    reservation_id: str
+    ledger: TenantLedger
+
+
+def _free_id(ledger: TenantLedger, base: str) -> str:
+    candidate, attempt = base, 1
+    while candidate in ledger.reservations:
+        attempt += 1
+        candidate = f"{base}-{attempt}"
+    return candidate
+
+
+def book_for_mutate(
+    ledger: TenantLedger,
+    *,
+    tenant: TenantPolicy,
+    request: Mapping[str, Quantity],
+    existing_id: str | None,
+    derived_id: str,
+    now: float,
+    ttl: float,
+) -> tuple[TenantLedger, Booking]:
+    """Pick the tier and book, re-using the pod's reservation on re-invocation.
+
+    A reservation named by the pod and not yet bound to a stored pod is this admission's own
+    (the webhook was re-invoked): it is released and booked again under the same id with the
+    new request, so the tier can follow resources another webhook changed. A denied
+    re-invocation releases it.
+    """
+    base = ledger
+    reservation_id: str | None = None
+    if existing_id is not None:
+        mine = ledger.reservations.get(existing_id)
+        if mine is None:
+            reservation_id = existing_id
+        elif mine.pod_uid is None:
+            base = cancel(ledger, reservation_id=existing_id)
+            reservation_id = existing_id
+    if reservation_id is None:
+        same_request = ledger.reservations.get(derived_id)
+        if same_request is not None and same_request.pod_uid is None:
+            base = cancel(ledger, reservation_id=derived_id)
+            reservation_id = derived_id
+        else:
+            reservation_id = _free_id(ledger, derived_id)
+    decision = check(tenant.quota, base, request)
+    if decision.tier is None:
+        return base, Booking(decision, reservation_id, base)
+    after = book(
+        base, reservation_id=reservation_id, tier=decision.tier, amount=request, now=now, ttl=ttl
+    )
+    return after, Booking(decision, reservation_id, after)
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """What validation found: allowed in ``tier``, or a denial (``verdict``)."""
+
+    tier: Tier | None
+    verdict: Verdict | None = None
+    booked_here: bool = False
+
+
+def _retry(message: str) -> Verdict:
+    return Verdict.deny(message, code=_RETRY_CODE, reason=_RETRY_REASON)
+
+
+def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> dict[str, Quantity]:
+    """``request - booked`` per resource, zero entries left out."""
+    delta: dict[str, Quantity] = {}
+    for name in request.keys() | booked.keys():
+        new = request.get(name)
+        old = booked.get(name)
+        nanos = (new.nanos if new is not None else 0) - (old.nanos if old is not None else 0)
+        if nanos:
+            delta[name] = Quantity(nanos, (new or old or Quantity(0)).format)
+    return delta
+
+
+def _burst_class_denial(tenant: TenantPolicy, burst_class: str, actual: str | None) -> Verdict:
+    return Verdict.deny(
+        f"burst pods of tenant {tenant.name} must use priority class {burst_class}, "
+        f"not {actual or 'none'}"
+    )
+
+
+def confirm_for_validate(
+    ledger: TenantLedger,
+    *,
+    tenant: TenantPolicy,
+    request: Mapping[str, Quantity],
+    reservation_id: str | None,
+    pod_uid: str,
+    pod_name: str,
+    label_tier: str | None,
+    priority_class: str | None,
+    burst_class: str,
+    derived_id: str,
+    dry_run: bool,
+    now: float,
+    ttl: float,
+) -> tuple[TenantLedger, Confirmation]:
+    """Check the final pod against its reservation; top up, bind, or book here.
+
+    The reservation is bound to ``pod_uid`` so that it can never admit a second pod. When the
+    pod is denied, its reservation is released at once: the pod will never be stored.
+    """
+    # The pod's own booking: bound to it already (a retried request), else the one its
+    # annotation names if no other pod took it.
+    reservation = ledger.reservation_for_pod(pod_uid)
+    if reservation is None and reservation_id is not None:
+        named = ledger.reservations.get(reservation_id)
+        if named is not None and named.pod_uid is None:
+            reservation = named
+    if reservation is not None:
+        released = cancel(ledger, reservation_id=reservation.id)
+        if label_tier is not None and label_tier != reservation.tier:
+            return released, Confirmation(
+                None,
+                _retry(
+                    f"label {TIER_LABEL}={label_tier} does not match the {reservation.tier} "
+                    f"reservation {reservation.id} of tenant {tenant.name}; retry"
+                ),
+            )
+        if reservation.tier == "burst" and priority_class != burst_class:
+            return released, Confirmation(
+                None, _burst_class_denial(tenant, burst_class, priority_class)
+            )
+        delta = _delta(request, reservation.amount)
+        if delta:
+            growth = check_growth(tenant.quota, ledger, tier=reservation.tier, delta=delta)
+            if not growth.fits:
+                return released, Confirmation(
+                    None,
+                    _retry(
+                        denial_message(tenant.name, growth)
+                        + "; the pod's request grew after tenantgate's mutating webhook ran "
+                        f"(reservation {reservation.id}); retry"
+                    ),
+                )
+        if delta or reservation.pod_uid != pod_uid:
+            ledger = top_up(ledger, reservation_id=reservation.id, amount=request, pod_uid=pod_uid)
+        return ledger, Confirmation(reservation.tier)
+
+    decision = check(tenant.quota, ledger, request)
+    if decision.tier is None:
+        return ledger, Confirmation(None, Verdict.deny(denial_message(tenant.name, decision)))
+    if dry_run and reservation_id is not None and label_tier == decision.tier:
+        # A dry-run mutate chose this tier and booked nothing: answer as the real run would.
+        if decision.tier == "burst" and priority_class != burst_class:
+            return ledger, Confirmation(
+                None, _burst_class_denial(tenant, burst_class, priority_class)
+            )
+        return ledger, Confirmation(decision.tier)
+    if decision.tier != "guaranteed" or label_tier not in (None, "guaranteed"):
+        return ledger, Confirmation(
+            None,
+            _retry(
+                f"pod {pod_name} of tenant {tenant.name} was not classified by the mutating "
+                "webhook (it holds no reservation and does not fit the guarantee); retry"
+            ),
+        )
+    reservation_id = (
+        reservation_id
+        if reservation_id is not None and reservation_id not in ledger.reservations
+        else _free_id(ledger, derived_id)
+    )
+    ledger = book(
+        ledger,
+        reservation_id=reservation_id,
+        tier="guaranteed",
+        amount=request,
+        now=now,
+        ttl=ttl,
+        pod_uid=pod_uid,
+    )
+    return ledger, Confirmation("guaranteed", booked_here=True)
+
+
+# --------------------------------------------------------------------------- pod edits
+
+
+def apply_container_defaults(
+    pod: JSONObject, defaults: Mapping[str, Quantity]
+) -> list[tuple[str, dict[str, Quantity]]]:
+    """Give every container the default request of each resource it neither requests nor limits.
+
+    A resource set at pod level (``spec.resources``) is left alone, since pod-level requests
+    must cover the containers'. Writes copies into ``pod`` (never into shared subtrees) and
+    returns (container name, defaults applied) for each container changed.
+    """
+    if not defaults:
+        return []
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    pod_level = podview.obj(spec.get("resources"))
+    skip = set(podview.obj(pod_level.get("requests"))) | set(podview.obj(pod_level.get("limits")))
+    wanted = {name: amount for name, amount in defaults.items() if name not in skip}
+    applied: list[tuple[str, dict[str, Quantity]]] = []
+    for field in ("initContainers", "containers"):
+        items = spec.get(field)
+        if not isinstance(items, list):
+            continue
+        new_items: list[Any] | None = None
+        for index, container in enumerate(items):
+            if not isinstance(container, dict):
+                continue
+            resources = podview.obj(container.get("resources"))
+            requests = podview.obj(resources.get("requests"))
+            limits = podview.obj(resources.get("limits"))
+            missing = {
+                name: amount
+                for name, amount in wanted.items()
+                if name not in requests and name not in limits
+            }
+            if not missing:
+                continue
+            new_requests = dict(requests)
+            new_requests.update({name: str(amount) for name, amount in missing.items()})
+            new_resources = dict(resources)
+            new_resources["requests"] = new_requests
+            new_container = dict(container)
+            new_container["resources"] = new_resources
+            if new_items is None:
+                new_items = list(items)
+            new_items[index] = new_container
+            applied.append((podview.string(container.get("name")) or f"{field}[{index}]", missing))
+        if new_items is not None:
+            spec[field] = new_items
+    return applied
+
+
+def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservation_id: str) -> None:
+    # Classifier.plan gave the metadata, labels and annotations dicts their own copies.
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        pod["metadata"] = meta
+    labels = meta.get("labels")
+    if not isinstance(labels, dict):
+        labels = {}
+        meta["labels"] = labels
+    labels[TENANT_LABEL] = tenant
+    labels[TIER_LABEL] = tier
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = {}
+        meta["annotations"] = annotations
+    annotations[RESERVATION_ANNOTATION] = reservation_id
+
+
+def _negative(request: Mapping[str, Quantity]) -> str | None:
+    bad = {name: q for name, q in request.items() if q.nanos < 0}
+    if not bad:
+        return None
+    return f"invalid pod resources: negative request {format_list(bad)}"
+
+
+def _bad_request(message: str) -> Verdict:
+    return Verdict.deny(message, code=400, reason="BadRequest")
+
+
+def _is_pod(request: AdmissionInput) -> bool:
+    return request.kind == "Pod" and request.group == ""
+
+
+# --------------------------------------------------------------------------- the admitter
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """What admission would do with one pod: both webhooks run as a dry-run, nothing booked.
+
+    ``mutated`` is the pod after /mutate (the input itself when it was denied or untouched);
+    ``tenant`` is None for a namespace no tenant claims, ``tier`` also for a denied pod.
+    """
+
+    tenant: str | None
+    tier: str | None
+    profile: str | None
+    allowed: bool
+    code: int
+    reason: str
+    message: str
+    warnings: tuple[str, ...]
+    mutated: Mapping[str, Any]
+
+
+class PolicyAdmitter:
+    """The real :class:`tenants.verdicts.Admitter`: classification, tiers and quota.
+
+    ``namespace_labels`` looks up a namespace's labels (for ``namespaceSelector`` tenants); it
+    returns None when they are not known, and then only explicit namespace lists count.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        ledger: LedgerStore,
+        *,
+        namespace_labels: NamespaceLabels | None = None,
+    ) -> None:
+        self._policy = policy
+        self._ledger = ledger
+        self._namespace_labels = namespace_labels
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @property
+    def ledger(self) -> LedgerStore:
+        return self._ledger
+
+    def replace_policy(self, policy: Policy) -> None:
+        """Swap in a newly loaded policy; requests already running keep the one they read."""
+        self._policy = policy
+
+    # -- shared --------------------------------------------------------------------------
+
+    def _tenant(self, policy: Policy, namespace: str) -> TenantPolicy | None:
+        tenant = policy.by_namespace.get(namespace)
+        if tenant is not None or not policy.selector_tenants or self._namespace_labels is None:
+            return tenant
+        return policy.tenant_for(namespace, self._namespace_labels(namespace))
+
+    @staticmethod
+    def _unclaimed(policy: Policy, namespace: str) -> Verdict:
+        if policy.unclaimed == "deny":
+            return Verdict.deny(
+                f'namespace "{namespace}" is not claimed by any tenant; '
+                "ask the platform team to add it to a tenant"
+            )
+        return Verdict.allow()
+
+    @staticmethod
+    def _class_value(policy: Policy, name: str, pod_spec: Mapping[str, Any]) -> int | None:
+        # The Priority admission plugin has resolved the class the pod asked for before any
+        # webhook runs, so spec.priority is the cluster's value for it.
+        priority = pod_spec.get("priority")
+        if isinstance(priority, int) and not isinstance(priority, bool):
+            return priority
+        known = policy.priority_classes.get(name)
+        if known is not None:
+            return known.value
+        return BUILTIN_PRIORITY_CLASSES.get(name)
+
+    # -- /mutate -------------------------------------------------------------------------
+
+    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        pod = request.object
+        if (
+            not _is_pod(request)
+            or request.operation != "CREATE"
+            or request.sub_resource
+            or not isinstance(pod, dict)
+        ):
+            return Verdict.allow()
+        policy = self._policy
+        namespace = request.namespace or podview.namespace(pod) or ""
+        tenant = self._tenant(policy, namespace)
+        if tenant is None:
+            return self._unclaimed(policy, namespace)
+
+        try:
+            plan = tenant.classifier.plan(
+                pod, namespace=namespace, allowed_profiles=tenant.allowed_profiles
+            )
+        except PodResourceError as exc:
+            return _bad_request(str(exc))
+        classification = plan.classification
+        if classification.problem is not None:
+            return Verdict.deny(f"tenant {tenant.name}: {classification.problem}")
+        mutated = plan.mutated
+        warnings = [f"profile {classification.profile}: {classification.reason}"]
+
+        applied = apply_container_defaults(mutated, tenant.container_defaults)
+        if applied:
+            containers = "; ".join(f"{name} {format_list(amounts)}" for name, amounts in applied)
+            warnings.append(f"tenant {tenant.name} default requests applied: {containers}")
+
+        try:
+            amount = pod_requests(mutated)
+        except PodResourceError as exc:
+            return _bad_request(str(exc))
+        negative = _negative(amount)
+        if negative is not None:
+            return _bad_request(negative)
+
+        original_spec = podview.spec(pod)
+        asked = podview.string(original_spec.get("priorityClassName")) or None
+        if asked == policy.burst_class:
+            asked = None  # only tenantgate gives the burst class; a re-invocation sees it here
+        if asked is not None and asked not in tenant.allowed_classes:
+            guaranteed_value = policy.priority_classes[tenant.guaranteed_class].value
+            value = self._class_value(policy, asked, original_spec)
+            if value is None or value > guaranteed_value:
+                return Verdict.deny(self._class_denial(tenant, asked))
+            warnings.append(
+                f"priority class {asked} is not allowed for tenant {tenant.name}; "
+                f"using {tenant.guaranteed_class}"
+            )
+            asked = None
+
+        existing = podview.annotation_map(pod).get(RESERVATION_ANNOTATION)
+        if existing is not None and not _RESERVATION_ID_RE.match(existing):
+            existing = None
+        booking = self._ledger.update(
+            tenant.name,
+            lambda ledger: book_for_mutate(
+                ledger,
+                tenant=tenant,
+                request=amount,
+                existing_id=existing,
+                derived_id=reservation_id_for(request.uid),
+                now=now,
+                ttl=policy.reservation_ttl,
+            ),
+            commit=not request.dry_run,
+        )
+        tier = booking.decision.tier
+        if tier is None:
+            return Verdict.deny(denial_message(tenant.name, booking.decision))
+
+        if tier == "burst":
+            class_name = policy.burst_class
+            if asked is not None:
+                warnings.append(
+                    f"priority class {asked} replaced by {class_name}: "
+                    "the pod runs on burst capacity"
+                )
+        else:
+            planned = podview.string(podview.spec(mutated).get("priorityClassName"))
+            if asked is not None:
+                class_name = asked
+            elif planned and planned != policy.burst_class and planned in tenant.allowed_classes:
+                class_name = planned
+            else:
+                class_name = tenant.guaranteed_class
+        set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
+        _set_managed_metadata(
+            mutated, tenant=tenant.name, tier=tier, reservation_id=booking.reservation_id
+        )
+        warnings.extend(self._tier_warnings(tenant, booking, amount, class_name))
+        return Verdict(
+            allowed=True,
+            patched=mutated,
+            warnings=tuple(warnings),
+            audit_annotations={
+                "tenant": tenant.name,
+                "tier": tier,
+                "profile": classification.profile,
+                "reservation": booking.reservation_id,
+            },
+        )
+
+    @staticmethod
+    def _class_denial(tenant: TenantPolicy, name: str) -> str:
+        allowed = ", ".join(sorted(tenant.allowed_classes))
+        return f"priority class {name} is not allowed for tenant {tenant.name} (allowed: {allowed})"
+
+    @staticmethod
+    def _tier_warnings(
+        tenant: TenantPolicy,
+        booking: Booking,
+        amount: Mapping[str, Quantity],
+        class_name: str,
+    ) -> list[str]:
+        requested = [name for name, q in amount.items() if q.nanos > 0]
+        room = headroom(tenant.quota, booking.ledger, resources=requested)
+        if booking.decision.tier == "burst":
+            left = format_list(room.left) or "none"
+            return [
+                f"tenant {tenant.name} is above its guarantee: admitted on burst capacity "
+                f"(burst left {left}); priority class {class_name}, may be preempted"
+            ]
+        if room.over:
+            return [
+                f"tenant {tenant.name} is above its burst ceiling ({format_over(room.over)}): "
+                "its burst pods are the first to be preempted"
+            ]
+        return []
+
+    # -- offline -------------------------------------------------------------------------
+
+    def review(
+        self, pod: Mapping[str, Any], *, namespace: str, now: float, uid: str = "review"
+    ) -> Review:
+        """Run /mutate then /validate on ``pod`` as a dry-run (``tenantgate review``, CI).
+
+        With a ledger loaded from a usage snapshot this answers "would this pod still fit at
+        today's usage?"; the ledger is never changed.
+        """
+        request = AdmissionInput(
+            uid=uid,
+            operation="CREATE",
+            namespace=namespace,
+            name="",
+            object=dict(pod),
+            dry_run=True,
+        )
+        mutated = self.mutate(request, now=now)
+        final: Mapping[str, Any] = mutated.patched if mutated.patched is not None else pod
+        verdict = mutated
+        warnings = mutated.warnings
+        if mutated.allowed:
+            verdict = self.validate(
+                AdmissionInput(
+                    uid=uid,
+                    operation="CREATE",
+                    namespace=namespace,
+                    name=podview.name(final),
+                    object=dict(final),
+                    dry_run=True,
+                ),
+                now=now,
+            )
+            warnings += verdict.warnings
+        labels = podview.labels(final) if mutated.patched is not None else {}
+        profile = podview.annotation_map(final).get(PROFILE_LABEL) if mutated.allowed else None
+        tenant = self._tenant(self._policy, namespace)
+        return Review(
+            tenant=tenant.name if tenant is not None else None,
+            tier=labels.get(TIER_LABEL) if verdict.allowed else None,
+            profile=profile,
+            allowed=verdict.allowed,
+            code=verdict.code,
+            reason=verdict.reason,
+            message=verdict.message,
+            warnings=warnings,
+            mutated=final,
+        )
+
+    # -- /validate -----------------------------------------------------------------------
+
+    def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        pod = request.object
+        if not _is_pod(request) or not isinstance(pod, dict):
+            return Verdict.allow()
+        if request.operation == "CREATE" and not request.sub_resource:
+            return self._validate_create(request, pod, now=now)
+        if request.operation == "UPDATE":
+            if request.sub_resource == "resize":
+                return self._validate_resize(request, pod)
+            if not request.sub_resource:
+                return self._validate_update(request, pod)
+        return Verdict.allow()
+
+    def _validate_create(self, request: AdmissionInput, pod: JSONObject, *, now: float) -> Verdict:
+        policy = self._policy
+        namespace = request.namespace or podview.namespace(pod) or ""
+        tenant = self._tenant(policy, namespace)
+        if tenant is None:
+            return self._unclaimed(policy, namespace)
+        labels = podview.labels(pod)
+        label_tenant = labels.get(TENANT_LABEL)
+        if label_tenant is not None and label_tenant != tenant.name:
+            return _retry(
+                f"label {TENANT_LABEL}={label_tenant} does not match tenant {tenant.name} "
+                f"of namespace {namespace}; retry"
+            )
+        try:
+            amount = pod_requests(pod)
+        except PodResourceError as exc:
+            return _bad_request(str(exc))
+        negative = _negative(amount)
+        if negative is not None:
+            return _bad_request(negative)
+        spec = podview.spec(pod)
+        class_name = podview.string(spec.get("priorityClassName")) or None
+        if class_name is not None:
+            if class_name not in tenant.allowed_classes:
+                return Verdict.deny(self._class_denial(tenant, class_name))
+            known = policy.priority_classes[class_name]
+            priority = spec.get("priority")
+            if isinstance(priority, int) and priority > known.value:
+                return Verdict.deny(
+                    f"spec.priority {priority} is above the value {known.value} of priority "
+                    f"class {class_name}"
+                )
+        if tenant.container_defaults and apply_container_defaults(
+            {"spec": dict(spec)}, tenant.container_defaults
+        ):
+            return _retry(
+                f"pod {_pod_name(request, pod)} of tenant {tenant.name} has containers without "
+                "requests and was not mutated by tenantgate; retry"
+            )
+
+        reservation_id = podview.annotation_map(pod).get(RESERVATION_ANNOTATION)
+        if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
+            reservation_id = None
+        label_tier = labels.get(TIER_LABEL)
+        pod_uid = podview.uid(pod) or f"request-{request.uid}"
+        confirmation = self._ledger.update(
+            tenant.name,
+            lambda ledger: confirm_for_validate(
+                ledger,
+                tenant=tenant,
+                request=amount,
+                reservation_id=reservation_id,
+                pod_uid=pod_uid,
+                pod_name=_pod_name(request, pod),
+                label_tier=label_tier,
+                priority_class=class_name,
+                burst_class=policy.burst_class,
+                derived_id=reservation_id_for(request.uid),
+                dry_run=request.dry_run,
+                now=now,
+                ttl=policy.reservation_ttl,
+            ),
+            commit=not request.dry_run,
+        )
+        if confirmation.verdict is not None:
+            return confirmation.verdict
+        warnings: tuple[str, ...] = ()
+        if confirmation.booked_here:
+            warnings = (
+                f"quota of tenant {tenant.name} booked by the validating webhook: "
+                "the mutating webhook did not run for this pod",
+            )
+        return Verdict(
+            allowed=True,
+            warnings=warnings,
+            audit_annotations={"tenant": tenant.name, "tier": confirmation.tier or ""},
+        )
+
+    def _validate_update(self, request: AdmissionInput, pod: JSONObject) -> Verdict:
+        old = request.old_object
+        if not isinstance(old, dict):
+            return Verdict.allow()
+        old_labels, new_labels = podview.labels(old), podview.labels(pod)
+        for key in _MANAGED_LABELS:
+            if old_labels.get(key) != new_labels.get(key):
+                return Verdict.deny(f"label {key} is managed by tenantgate and cannot be changed")
+        old_id = podview.annotation_map(old).get(RESERVATION_ANNOTATION)
+        if old_id != podview.annotation_map(pod).get(RESERVATION_ANNOTATION):
+            return Verdict.deny(
+                f"annotation {RESERVATION_ANNOTATION} is managed by tenantgate "
+                "and cannot be changed"
+            )
+        return Verdict.allow()
+
+    def _validate_resize(self, request: AdmissionInput, pod: JSONObject) -> Verdict:
+        old = request.old_object
+        if not isinstance(old, dict):
+            return Verdict.allow()
+        policy = self._policy
+        namespace = request.namespace or podview.namespace(pod) or ""
+        tenant = self._tenant(policy, namespace)
+        if tenant is None:
+            return self._unclaimed(policy, namespace)
+        try:
+            new_amount = pod_requests(pod)
+            old_amount = pod_requests(old)
+        except PodResourceError as exc:
+            return _bad_request(str(exc))
+        negative = _negative(new_amount)
+        if negative is not None:
+            return _bad_request(negative)
+        delta = _delta(new_amount, old_amount)
+        if not delta:
+            return Verdict.allow()
+        label_tier = podview.labels(old).get(TIER_LABEL)
+        pod_uid = podview.uid(pod) or podview.uid(old) or ""
+
+        def change(ledger: TenantLedger) -> tuple[TenantLedger, Verdict]:
+            charge = ledger.charges.get(pod_uid)
+            reservation = ledger.reservation_for_pod(pod_uid) if charge is None else None
+            tier: Tier = (
+                charge.tier
+                if charge is not None
+                else reservation.tier
+                if reservation is not None
+                else "burst"
+                if label_tier == "burst"
+                else "guaranteed"
+            )
+            growth = check_growth(tenant.quota, ledger, tier=tier, delta=delta)
+            if not growth.fits:
+                return ledger, Verdict.deny(denial_message(tenant.name, growth))
+            resized, known = resize(ledger, pod_uid=pod_uid, delta=delta)
+            if not known:
+                logger.debug("resize of a pod the ledger does not track", extra={"pod": pod_uid})
+            return resized, Verdict.allow()
+
+        return self._ledger.update(tenant.name, change, commit=not request.dry_run)
+
+
+def _pod_name(request: AdmissionInput, pod: Mapping[str, Any]) -> str:
+    name = request.name or podview.name(pod)
+    namespace = request.namespace or podview.namespace(pod) or ""
+    return f"{namespace}/{name}" if name else namespace
+
+
+__all__ = [
+    "Booking",
+    "Confirmation",
+    "NamespaceLabels",
+    "PolicyAdmitter",
+    "Review",
+    "apply_container_defaults",
+    "book_for_mutate",
+    "confirm_for_validate",
+    "reservation_id_for",
+]

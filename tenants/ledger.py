@@ -1,0 +1,576 @@
+"""The quota ledger: per tenant, usage by tier and resource, reservations and per-pod charges.
+
+A :class:`TenantLedger` is an immutable value and every transition (``book``, ``top_up``,
+``bind``, ``confirm``, ``release``, ``resize``, ``expire``) is a pure function returning a new
+one, so a store can apply them under a lock (:class:`MemoryLedger`) or in a compare-and-swap loop
+against a resource version (the Kubernetes backend) and simply re-run them after a conflict.
+
+Usage counts everything booked: reservations (admitted pods not yet seen stored) and charges
+(stored pods, keyed by pod uid so that a release happens exactly once). Reservations and charges
+are persistent maps (``immutables.Map``, a HAMT): a new version shares all but O(log n) of the
+old one, so a booking costs the same with ten pods in flight as with a hundred thousand.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar
+
+from immutables import Map
+
+from classifier.quantities import Quantity, QuantityError
+
+logger = logging.getLogger(__name__)
+
+Tier = Literal["guaranteed", "burst"]
+TIERS: tuple[Tier, ...] = ("guaranteed", "burst")
+
+T = TypeVar("T")
+
+_EMPTY_USAGE: Mapping[str, Quantity] = {}
+
+
+class LedgerError(ValueError):
+    """A transition that does not apply to this ledger (unknown or duplicate reservation id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Usage booked at admission for a pod not yet seen stored; expires at ``expires_at``.
+
+    ``pod_uid`` is set when the validating webhook binds the reservation to the pod it admits,
+    so that one reservation can never admit two pods.
+    """
+
+    id: str
+    tier: Tier
+    amount: Mapping[str, Quantity]
+    created_at: float
+    expires_at: float
+    pod_uid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """Usage of a stored pod, kept until the pod is released."""
+
+    tier: Tier
+    amount: Mapping[str, Quantity]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLedger:
+    """One tenant's bookings. ``guaranteed`` / ``burst`` are the usage of each tier.
+
+    ``bound`` indexes the reservations already bound to a pod (pod uid -> reservation id);
+    :meth:`of` builds a ledger from plain mappings and computes it.
+    """
+
+    tenant: str
+    guaranteed: Mapping[str, Quantity] = field(default_factory=dict)
+    burst: Mapping[str, Quantity] = field(default_factory=dict)
+    reservations: Map[str, Reservation] = field(default_factory=Map)
+    charges: Map[str, Charge] = field(default_factory=Map)
+    bound: Map[str, str] = field(default_factory=Map)
+
+    @classmethod
+    def of(
+        cls,
+        tenant: str,
+        *,
+        guaranteed: Mapping[str, Quantity] | None = None,
+        burst: Mapping[str, Quantity] | None = None,
+        reservations: Iterable[Reservation] = (),
+        charges: Mapping[str, Charge] | None = None,
+    ) -> TenantLedger:
+        """A ledger from plain values (usage zero entries dropped, bound index computed)."""
+        by_id = {r.id: r for r in reservations}
+        return cls(
+            tenant=tenant,
+            guaranteed={n: q for n, q in (guaranteed or {}).items() if q.nanos},
+            burst={n: q for n, q in (burst or {}).items() if q.nanos},
+            reservations=Map(by_id),
+            charges=Map(charges or {}),
+            bound=Map({r.pod_uid: r.id for r in by_id.values() if r.pod_uid is not None}),
+        )
+
+    def used(self, tier: Tier) -> Mapping[str, Quantity]:
+        return self.guaranteed if tier == "guaranteed" else self.burst
+
+    def total(self) -> dict[str, Quantity]:
+        """Usage of both tiers together."""
+        return _combine(self.guaranteed, self.burst, 1)
+
+    def reservation_for_pod(self, pod_uid: str) -> Reservation | None:
+        reservation_id = self.bound.get(pod_uid)
+        return self.reservations.get(reservation_id) if reservation_id is not None else None
+
+
+def _combine(
+    usage: Mapping[str, Quantity], amount: Mapping[str, Quantity], sign: int
+) -> dict[str, Quantity]:
+    """``usage + sign * amount``; resources that come out at zero are dropped."""
+    result = dict(usage)
+    for name, quantity in amount.items():
+        if quantity.nanos == 0:
+            continue
+        current = result.get(name)
+        nanos = (current.nanos if current is not None else 0) + sign * quantity.nanos
+        if nanos == 0:
+            result.pop(name, None)
+        else:
+            result[name] = Quantity(nanos, (current or quantity).format)
+    return result
+
+
+def _charge_usage(
+    ledger: TenantLedger, tier: Tier, amount: Mapping[str, Quantity], sign: int
+) -> TenantLedger:
+    if tier == "guaranteed":
+        return replace(ledger, guaranteed=_combine(ledger.guaranteed, amount, sign))
+    return replace(ledger, burst=_combine(ledger.burst, amount, sign))
+
+
+def _difference(new: Mapping[str, Quantity], old: Mapping[str, Quantity]) -> dict[str, Quantity]:
+    """``new - old`` per resource, zero entries dropped."""
+    return _combine(new, old, -1)
+
+
+# --------------------------------------------------------------------------- transitions
+
+
+def book(
+    ledger: TenantLedger,
+    *,
+    reservation_id: str,
+    tier: Tier,
+    amount: Mapping[str, Quantity],
+    now: float,
+    ttl: float,
+    pod_uid: str | None = None,
+) -> TenantLedger:
+    """Add a reservation of ``amount`` in ``tier``, expiring ``ttl`` seconds from ``now``."""
+    if reservation_id in ledger.reservations:
+        raise LedgerError(f"reservation {reservation_id} already exists in tenant {ledger.tenant}")
+    if pod_uid is not None and pod_uid in ledger.bound:
+        raise LedgerError(f"pod {pod_uid} already holds a reservation in tenant {ledger.tenant}")
+    reservation = Reservation(
+        id=reservation_id,
+        tier=tier,
+        amount=dict(amount),
+        created_at=now,
+        expires_at=now + ttl,
+        pod_uid=pod_uid,
+    )
+    return replace(
+        _charge_usage(ledger, tier, amount, 1),
+        reservations=ledger.reservations.set(reservation_id, reservation),
+        bound=ledger.bound.set(pod_uid, reservation_id) if pod_uid is not None else ledger.bound,
+    )
+
+
+def top_up(
+    ledger: TenantLedger,
+    *,
+    reservation_id: str,
+    amount: Mapping[str, Quantity],
+    pod_uid: str | None = None,
+) -> TenantLedger:
+    """Set a reservation's amount to exactly ``amount`` (growing or shrinking it), same tier.
+
+    ``pod_uid`` also binds the reservation when given. Whether growth fits is the caller's
+    check (``quota.check_growth``): this only books.
+    """
+    reservation = _reservation(ledger, reservation_id)
+    delta = _difference(amount, reservation.amount)
+    ledger = _charge_usage(ledger, reservation.tier, delta, 1)
+    if pod_uid is not None and pod_uid != reservation.pod_uid:
+        ledger = _bind(ledger, reservation, pod_uid)
+        reservation = ledger.reservations[reservation_id]
+    return replace(
+        ledger,
+        reservations=ledger.reservations.set(
+            reservation_id, replace(reservation, amount=dict(amount))
+        ),
+    )
+
+
+def bind(ledger: TenantLedger, *, reservation_id: str, pod_uid: str) -> TenantLedger:
+    """Tie a reservation to the pod it admits (done by the validating webhook)."""
+    reservation = _reservation(ledger, reservation_id)
+    if reservation.pod_uid == pod_uid:
+        return ledger
+    return _bind(ledger, reservation, pod_uid)
+
+
+def _bind(ledger: TenantLedger, reservation: Reservation, pod_uid: str) -> TenantLedger:
+    if reservation.pod_uid is not None:
+        raise LedgerError(
+            f"reservation {reservation.id} is bound to pod {reservation.pod_uid}, not {pod_uid}"
+        )
+    if pod_uid in ledger.bound:
+        raise LedgerError(f"pod {pod_uid} already holds a reservation in tenant {ledger.tenant}")
+    return replace(
+        ledger,
+        reservations=ledger.reservations.set(reservation.id, replace(reservation, pod_uid=pod_uid)),
+        bound=ledger.bound.set(pod_uid, reservation.id),
+    )
+
+
+def _without(ledger: TenantLedger, reservation: Reservation) -> TenantLedger:
+    """The ledger without this reservation's entry (usage untouched)."""
+    bound = ledger.bound
+    if reservation.pod_uid is not None and bound.get(reservation.pod_uid) == reservation.id:
+        bound = bound.delete(reservation.pod_uid)
+    return replace(ledger, reservations=ledger.reservations.delete(reservation.id), bound=bound)
+
+
+def cancel(ledger: TenantLedger, *, reservation_id: str) -> TenantLedger:
+    """Remove a reservation and its usage (no-op when it is already gone)."""
+    reservation = ledger.reservations.get(reservation_id)
+    if reservation is None:
+        return ledger
+    return _without(_charge_usage(ledger, reservation.tier, reservation.amount, -1), reservation)
+
+
+def confirm(
+    ledger: TenantLedger,
+    *,
+    pod_uid: str,
+    reservation_id: str | None,
+    tier: Tier,
+    amount: Mapping[str, Quantity],
+) -> TenantLedger:
+    """The stored pod was seen: turn its reservation into a charge; usage stays as booked.
+
+    Without a reservation (expired, or the pod was created while the webhook was down) the pod
+    is charged ``amount`` in ``tier``. A pod already charged is left alone, so repeated watch
+    events confirm exactly once.
+    """
+    if pod_uid in ledger.charges:
+        return ledger
+    reservation = ledger.reservation_for_pod(pod_uid)
+    if reservation is None and reservation_id is not None:
+        candidate = ledger.reservations.get(reservation_id)
+        # A reservation bound to another pod is that pod's booking, not this one's.
+        if candidate is not None and candidate.pod_uid is None:
+            reservation = candidate
+    if reservation is None:
+        return replace(
+            _charge_usage(ledger, tier, amount, 1),
+            charges=ledger.charges.set(pod_uid, Charge(tier, dict(amount))),
+        )
+    ledger = _without(ledger, reservation)
+    return replace(
+        ledger, charges=ledger.charges.set(pod_uid, Charge(reservation.tier, reservation.amount))
+    )
+
+
+def release(ledger: TenantLedger, *, pod_uid: str) -> TenantLedger:
+    """The pod is gone (deleted, Succeeded or Failed): free its usage, exactly once.
+
+    Frees its charge, or the reservation bound to it if it was never confirmed; a pod the
+    ledger does not know is a no-op.
+    """
+    charge = ledger.charges.get(pod_uid)
+    if charge is not None:
+        return replace(
+            _charge_usage(ledger, charge.tier, charge.amount, -1),
+            charges=ledger.charges.delete(pod_uid),
+        )
+    reservation = ledger.reservation_for_pod(pod_uid)
+    if reservation is not None:
+        return cancel(ledger, reservation_id=reservation.id)
+    return ledger
+
+
+def resize(
+    ledger: TenantLedger, *, pod_uid: str, delta: Mapping[str, Quantity]
+) -> tuple[TenantLedger, bool]:
+    """Add ``delta`` to the pod's charge (or bound reservation) and to its tier's usage.
+
+    Returns the new ledger and whether the pod was known; an unknown pod changes nothing (the
+    periodic recount counts it from the live pod).
+    """
+    charge = ledger.charges.get(pod_uid)
+    if charge is not None:
+        resized = Charge(charge.tier, _combine(charge.amount, delta, 1))
+        return replace(
+            _charge_usage(ledger, charge.tier, delta, 1),
+            charges=ledger.charges.set(pod_uid, resized),
+        ), True
+    reservation = ledger.reservation_for_pod(pod_uid)
+    if reservation is not None:
+        amount = _combine(reservation.amount, delta, 1)
+        return top_up(ledger, reservation_id=reservation.id, amount=amount), True
+    return ledger, False
+
+
+def expire(
+    ledger: TenantLedger, *, now: float, only_unbound: bool = False
+) -> tuple[TenantLedger, tuple[Reservation, ...]]:
+    """Remove every reservation whose ``expires_at`` is reached; returns the removed ones.
+
+    ``only_unbound`` keeps reservations already bound to a pod by the validating webhook: an
+    admitted pod's only record until a controller confirms it from the stored pod. Unbound
+    ones past their TTL are orphans for certain (the pod never reached validation).
+    """
+    # A scan: expiry runs periodically (not per request) over the reservations in flight.
+    expired = tuple(
+        sorted(
+            (
+                r
+                for r in ledger.reservations.values()
+                if r.expires_at <= now and not (only_unbound and r.pod_uid is not None)
+            ),
+            key=lambda r: (r.expires_at, r.id),
+        )
+    )
+    for reservation in expired:
+        ledger = cancel(ledger, reservation_id=reservation.id)
+    return ledger, expired
+
+
+def _reservation(ledger: TenantLedger, reservation_id: str) -> Reservation:
+    reservation = ledger.reservations.get(reservation_id)
+    if reservation is None:
+        raise LedgerError(f"no reservation {reservation_id} in tenant {ledger.tenant}")
+    return reservation
+
+
+# --------------------------------------------------------------------------- serialisation
+
+
+def _quantities_to_json(amount: Mapping[str, Quantity]) -> dict[str, str]:
+    return {name: str(amount[name]) for name in sorted(amount)}
+
+
+def _quantities_from_json(value: Any, *, where: str) -> dict[str, Quantity]:
+    if not isinstance(value, dict):
+        raise LedgerError(f"{where}: expected an object of resource quantities")
+    result: dict[str, Quantity] = {}
+    for name, raw in value.items():
+        try:
+            result[str(name)] = Quantity.from_json(raw)
+        except QuantityError as exc:
+            raise LedgerError(f"{where}.{name}: {exc}") from exc
+    return result
+
+
+def _tier_from_json(value: Any, *, where: str) -> Tier:
+    if value == "guaranteed":
+        return "guaranteed"
+    if value == "burst":
+        return "burst"
+    raise LedgerError(f"{where}: tier must be guaranteed or burst, not {value!r}")
+
+
+def _number(value: Any, *, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LedgerError(f"{where}: expected a number")
+    return float(value)
+
+
+def ledger_to_json(ledger: TenantLedger, *, charges: bool = True) -> dict[str, Any]:
+    """A JSON document of the ledger (quantities as canonical strings, keys sorted).
+
+    ``charges=False`` leaves out the per-pod charges, whose number grows with running pods.
+    """
+    document: dict[str, Any] = {
+        "tenant": ledger.tenant,
+        "used": {
+            "guaranteed": _quantities_to_json(ledger.guaranteed),
+            "burst": _quantities_to_json(ledger.burst),
+        },
+        "reservations": [
+            {
+                "id": r.id,
+                "tier": r.tier,
+                "amount": _quantities_to_json(r.amount),
+                "createdAt": r.created_at,
+                "expiresAt": r.expires_at,
+                **({"podUID": r.pod_uid} if r.pod_uid is not None else {}),
+            }
+            for r in sorted(ledger.reservations.values(), key=lambda r: r.id)
+        ],
+    }
+    if charges:
+        document["charges"] = {
+            uid: {"tier": c.tier, "amount": _quantities_to_json(c.amount)}
+            for uid, c in sorted(ledger.charges.items())
+        }
+    return document
+
+
+def ledger_from_json(document: Any, *, tenant: str | None = None) -> TenantLedger:
+    """Read :func:`ledger_to_json`'s document back; :class:`LedgerError` names a bad field.
+
+    ``reservations`` and ``charges`` may be missing (or, in a usage snapshot, ``reservations``
+    may be a count): the usage alone is enough to check a request.
+    """
+    if not isinstance(document, dict):
+        raise LedgerError("ledger: expected an object")
+    name = tenant if tenant is not None else document.get("tenant")
+    if not isinstance(name, str) or not name:
+        raise LedgerError("ledger.tenant: expected a tenant name")
+    used = document.get("used", {})
+    if not isinstance(used, dict):
+        raise LedgerError(f"{name}.used: expected an object with guaranteed and burst")
+    unknown = set(used) - set(TIERS)
+    if unknown:
+        raise LedgerError(f"{name}.used: unknown tier {sorted(unknown)[0]!r}")
+    reservations: list[Reservation] = []
+    raw_reservations = document.get("reservations", [])
+    for index, item in enumerate(raw_reservations if isinstance(raw_reservations, list) else []):
+        where = f"{name}.reservations[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise LedgerError(f"{where}: expected an object with an id")
+        pod_uid = item.get("podUID")
+        reservations.append(
+            Reservation(
+                id=item["id"],
+                tier=_tier_from_json(item.get("tier"), where=f"{where}.tier"),
+                amount=_quantities_from_json(item.get("amount", {}), where=f"{where}.amount"),
+                created_at=_number(item.get("createdAt", 0), where=f"{where}.createdAt"),
+                expires_at=_number(item.get("expiresAt", 0), where=f"{where}.expiresAt"),
+                pod_uid=pod_uid if isinstance(pod_uid, str) else None,
+            )
+        )
+    charges: dict[str, Charge] = {}
+    raw_charges = document.get("charges", {})
+    if not isinstance(raw_charges, dict):
+        raise LedgerError(f"{name}.charges: expected an object keyed by pod uid")
+    for uid, item in raw_charges.items():
+        where = f"{name}.charges.{uid}"
+        if not isinstance(item, dict):
+            raise LedgerError(f"{where}: expected an object with tier and amount")
+        charges[str(uid)] = Charge(
+            _tier_from_json(item.get("tier"), where=f"{where}.tier"),
+            _quantities_from_json(item.get("amount", {}), where=f"{where}.amount"),
+        )
+    return TenantLedger.of(
+        name,
+        guaranteed=_quantities_from_json(
+            used.get("guaranteed", {}), where=f"{name}.used.guaranteed"
+        ),
+        burst=_quantities_from_json(used.get("burst", {}), where=f"{name}.used.burst"),
+        reservations=reservations,
+        charges=charges,
+    )
+
+
+# --------------------------------------------------------------------------- stores
+
+
+class LedgerStore(Protocol):
+    """Where ledgers live. ``update`` is an atomic read-modify-write of one tenant's ledger.
+
+    ``change`` must be a pure function of the ledger it is given: a store may call it more than
+    once (a compare-and-swap store re-runs it after a conflict). With ``commit=False`` the
+    result is computed and returned but nothing is stored (dry-run).
+    """
+
+    def get(self, tenant: str) -> TenantLedger: ...
+
+    def update(
+        self,
+        tenant: str,
+        change: Callable[[TenantLedger], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+    ) -> T: ...
+
+
+class MemoryLedger:
+    """Every tenant's ledger in this process, behind one lock.
+
+    ``update`` runs the whole read-check-book under the lock and never awaits, so any number of
+    concurrent requests (threads or tasks) can never over-admit. The lock is held only for the
+    pure, short ``change`` function.
+    """
+
+    def __init__(self, ledgers: Iterable[TenantLedger] = ()) -> None:
+        self._lock = threading.Lock()
+        self._ledgers: dict[str, TenantLedger] = {ledger.tenant: ledger for ledger in ledgers}
+
+    def get(self, tenant: str) -> TenantLedger:
+        ledger = self._ledgers.get(tenant)
+        return ledger if ledger is not None else TenantLedger(tenant)
+
+    def update(
+        self,
+        tenant: str,
+        change: Callable[[TenantLedger], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+    ) -> T:
+        with self._lock:
+            current = self._ledgers.get(tenant)
+            given = current if current is not None else TenantLedger(tenant)
+            new, result = change(given)
+            if commit and new is not given:
+                self._ledgers[tenant] = new
+            return result
+
+    def snapshot(self) -> dict[str, TenantLedger]:
+        """Every tenant's current ledger (immutable values: safe to read without the lock)."""
+        with self._lock:
+            return dict(self._ledgers)
+
+    def expire(self, *, now: float, only_unbound: bool = False) -> tuple[Reservation, ...]:
+        """Expire reservations in every tenant (see :func:`expire`); returns those removed."""
+        removed: list[Reservation] = []
+        with self._lock:
+            for tenant, ledger in list(self._ledgers.items()):
+                new, expired = expire(ledger, now=now, only_unbound=only_unbound)
+                if expired:
+                    self._ledgers[tenant] = new
+                    removed.extend(expired)
+        for reservation in removed:
+            logger.info(
+                "reservation expired",
+                extra={"reservation": reservation.id, "tier": reservation.tier},
+            )
+        return tuple(removed)
+
+    def __iter__(self) -> Iterator[TenantLedger]:
+        return iter(self.snapshot().values())
+
+
+def ledger_from_usage(document: Any) -> MemoryLedger:
+    """A :class:`MemoryLedger` from a usage snapshot: ``{"tenants": {NAME: {"used": ...}}}``.
+
+    Accepts the ``/status`` document the metrics port serves (extra keys are ignored), so CI can
+    ask whether a pod would still fit at today's usage.
+    """
+    if not isinstance(document, dict) or not isinstance(document.get("tenants"), dict):
+        raise LedgerError('usage snapshot: expected an object with a "tenants" object')
+    return MemoryLedger(
+        ledger_from_json(item, tenant=str(name)) for name, item in document["tenants"].items()
+    )
+
+
+__all__ = [
+    "TIERS",
+    "Charge",
+    "LedgerError",
+    "LedgerStore",
+    "MemoryLedger",
+    "Reservation",
+    "TenantLedger",
+    "Tier",
+    "bind",
+    "book",
+    "cancel",
+    "confirm",
+    "expire",
+    "ledger_from_json",
+    "ledger_from_usage",
+    "ledger_to_json",
+    "release",
+    "resize",
+    "top_up",
+]

@@ -1,0 +1,184 @@
+"""``tenantgate lint``: every schema and semantic problem of a config file, with file and line.
+
+Beyond what loading refuses (schema errors, unknown profiles or priority classes, a namespace
+claimed twice, unsupported settings) lint also reports what loads but is surely a mistake: burst
+capacity below the guarantee, rules that can never match, tenants that claim no namespace,
+namespaces that two tenants' selectors both claim, and burst classes that would not be the
+first preemption victims.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from classifier.rules import find_unreachable_rules
+from tenants.config import (
+    NamespaceSelector,
+    PolicyError,
+    PolicyProblem,
+    TenantgateConfig,
+    compile_policy,
+    field_path,
+)
+from tenants.configfile import (
+    ConfigError,
+    ConfigProblem,
+    SourceMap,
+    locate,
+    parse_yaml,
+    read_text,
+    validate,
+)
+
+logger = logging.getLogger(__name__)
+
+_NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True, slots=True)
+class LintReport:
+    """The outcome of linting one file: its problems (empty when clean) and a summary."""
+
+    file: str
+    problems: tuple[ConfigProblem, ...]
+    summary: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def lint_file(path: str | Path) -> LintReport:
+    try:
+        text = read_text(path)
+    except ConfigError as exc:
+        return LintReport(str(path), exc.problems, "")
+    return lint_text(text, filename=str(path))
+
+
+def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
+    """Lint config text: every problem found, each with file, line and field."""
+    try:
+        data, source = parse_yaml(text, filename=filename)
+        config = validate(data, source, filename=filename)
+    except ConfigError as exc:
+        return LintReport(filename, exc.problems, "")
+    problems: list[PolicyProblem] = []
+    try:
+        compile_policy(config)
+    except PolicyError as exc:
+        problems.extend(exc.problems)
+    problems.extend(semantic_problems(config))
+    located = ConfigError(locate(problems, source, filename=filename)).problems
+    return LintReport(filename, located, "" if located else summarize(config))
+
+
+def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
+    """What loads but is surely wrong; see the module docstring."""
+    problems = [PolicyProblem(p.path, p.message) for p in find_unreachable_rules(config)]
+    problems.extend(_burst_problems(config))
+    problems.extend(_claim_problems(config))
+    problems.extend(_class_problems(config))
+    return problems
+
+
+def _burst_problems(config: TenantgateConfig) -> Iterable[PolicyProblem]:
+    for name, tenant in config.tenants.items():
+        quota = tenant.quota
+        burst = quota.burst
+        if burst is None:
+            continue
+        if burst.ratio is not None and burst.ratio < 1:
+            yield PolicyProblem(
+                field_path("tenants", name, "quota", "burst", "ratio"),
+                f"burst ratio {burst.ratio} is below 1: burst below guaranteed "
+                "(the ceiling stays at the guarantee)",
+            )
+        for resource, maximum in burst.max.items():
+            guaranteed = quota.guaranteed.get(resource)
+            if guaranteed is not None and maximum < guaranteed:
+                yield PolicyProblem(
+                    field_path("tenants", name, "quota", "burst", "max", resource),
+                    f"burst max {resource}={maximum} is below guaranteed "
+                    f"{resource}={guaranteed} (the ceiling stays at the guarantee)",
+                )
+
+
+def _monotone(selector: NamespaceSelector) -> bool:
+    # Selectors without NotIn/DoesNotExist that match a subset of a namespace's labels match
+    # every superset too, so matching the name label alone is proof they claim the namespace.
+    return all(op in ("In", "Exists") for _, op, _ in selector.expressions)
+
+
+def _claim_problems(config: TenantgateConfig) -> Iterable[PolicyProblem]:
+    selectors: dict[str, tuple[str, NamespaceSelector]] = {}
+    for name, tenant in config.tenants.items():
+        where = ("tenants", name)
+        if not tenant.namespaces and tenant.namespaceSelector is None:
+            yield PolicyProblem(
+                field_path(*where),
+                f"tenant {name} claims no namespace: set namespaces or namespaceSelector",
+            )
+        if tenant.namespaceSelector is None:
+            continue
+        selector = NamespaceSelector.from_spec(tenant.namespaceSelector)
+        key = repr(
+            (
+                sorted(selector.match_labels),
+                sorted((k, op, sorted(values)) for k, op, values in selector.expressions),
+            )
+        )
+        twin = selectors.get(key)
+        if twin is not None:
+            yield PolicyProblem(
+                field_path(*where, "namespaceSelector"),
+                f"the same namespaceSelector as tenant {twin[0]}: every namespace it selects "
+                "would be claimed by two tenants",
+            )
+        else:
+            selectors[key] = (name, selector)
+    for name, tenant in config.tenants.items():
+        for index, namespace in enumerate(tenant.namespaces):
+            labels = {_NAMESPACE_NAME_LABEL: namespace}
+            for other, selector in selectors.values():
+                if other != name and _monotone(selector) and selector.matches(labels):
+                    yield PolicyProblem(
+                        field_path("tenants", name, "namespaces", index),
+                        f'namespace "{namespace}" is also claimed by the namespaceSelector of '
+                        f"tenant {other}",
+                    )
+
+
+def _class_problems(config: TenantgateConfig) -> Iterable[PolicyProblem]:
+    classes = config.priorityClasses
+    burst = classes.get(config.burstPriorityClass)
+    if burst is None:
+        return
+    for name, tenant in config.tenants.items():
+        guaranteed_name = tenant.priorityClasses.guaranteed
+        guaranteed = classes.get(guaranteed_name)
+        if guaranteed is None:
+            continue
+        if guaranteed_name == config.burstPriorityClass or guaranteed.value <= burst.value:
+            yield PolicyProblem(
+                field_path("tenants", name, "priorityClasses", "guaranteed"),
+                f"burst pods must be the first preemption victims: burst class "
+                f"{config.burstPriorityClass} (value {burst.value}) must be below "
+                f"{guaranteed_name} (value {guaranteed.value})",
+            )
+
+
+def summarize(config: TenantgateConfig) -> str:
+    namespaces = sum(len(t.namespaces) for t in config.tenants.values())
+    selectors = sum(1 for t in config.tenants.values() if t.namespaceSelector is not None)
+    claimed = f"{namespaces} namespaces" + (f", {selectors} selectors" if selectors else "")
+    return (
+        f"{len(config.tenants)} tenants ({claimed}), {len(config.profiles)} profiles, "
+        f"{len(config.rules)} rules, {len(config.priorityClasses)} priority classes"
+    )
+
+
+__all__ = ["LintReport", "SourceMap", "lint_file", "lint_text", "semantic_problems", "summarize"]

@@ -1,0 +1,280 @@
+"""The config models and the compiled policy (tenants/config.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from classifier.quantities import Quantity
+from tenants.config import (
+    NamespaceSelector,
+    NamespaceSelectorSpec,
+    Policy,
+    PolicyError,
+    TenantgateConfig,
+    compile_policy,
+    field_path,
+)
+from tests.tenants.conftest import CONFIG
+
+
+def base() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(CONFIG)
+    return data
+
+
+def with_tenant(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    data = base()
+    data["tenants"] = {name: spec}
+    return data
+
+
+def errors(data: dict[str, Any]) -> list[tuple[str, str]]:
+    with pytest.raises(ValidationError) as caught:
+        TenantgateConfig.model_validate(data)
+    return [
+        (field_path(*(p for p in e["loc"] if isinstance(p, str | int))), str(e["msg"]))
+        for e in caught.value.errors()
+    ]
+
+
+def compile_problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(PolicyError) as caught:
+        compile_policy(TenantgateConfig.model_validate(data))
+    return [str(p) for p in caught.value.problems]
+
+
+class TestModels:
+    def test_defaults(self) -> None:
+        config = TenantgateConfig.model_validate({})
+        assert config.tenants == {}
+        assert config.burstPriorityClass == "tenant-burst"
+        assert config.unclaimedNamespaces == "allow"
+        assert config.reservationTTLSeconds == 120
+        assert config.ledger.backend == "memory"
+
+    def test_quantities_are_parsed_from_strings_ints_and_floats(self) -> None:
+        config = TenantgateConfig.model_validate(
+            with_tenant("t", {"quota": {"guaranteed": {"cpu": 0.5, "memory": "1Gi", "pods": 10}}})
+        )
+        guaranteed = config.tenants["t"].quota.guaranteed
+        assert guaranteed == {
+            "cpu": Quantity.parse("500m"),
+            "memory": Quantity.parse("1Gi"),
+            "pods": Quantity.parse("10"),
+        }
+        dumped = config.model_dump(mode="json")["tenants"]["t"]["quota"]["guaranteed"]
+        assert dumped == {"cpu": "500m", "memory": "1Gi", "pods": "10"}
+
+    def test_invalid_quantity_names_the_field(self) -> None:
+        found = errors(with_tenant("t", {"quota": {"guaranteed": {"cpu": "4x"}}}))
+        assert found == [
+            (
+                "tenants.t.quota.guaranteed.cpu",
+                'Value error, invalid quantity "4x": unknown suffix "x"',
+            )
+        ]
+
+    def test_queue_is_refused_clearly(self) -> None:
+        found = errors(with_tenant("t", {"quota": {}, "overQuota": "queue"}))
+        assert found == [
+            ("tenants.t.overQuota", "Value error, queue is not supported yet; use reject")
+        ]
+
+    def test_kubernetes_backend_is_refused_clearly(self) -> None:
+        data = base()
+        data["ledger"] = {"backend": "kubernetes"}
+        assert errors(data) == [
+            (
+                "ledger.backend",
+                "Value error, the kubernetes backend is not supported yet; use memory",
+            )
+        ]
+
+    @pytest.mark.parametrize(
+        ("resources", "message"),
+        [
+            ({"requests.cpu": "1"}, 'write the plain resource name "cpu"'),
+            ({"limits.memory": "1"}, 'write the plain resource name "memory"'),
+            ({"bad name!": "1"}, "is not a valid resource name"),
+            ({"cpu": "-1"}, "must not be negative"),
+        ],
+    )
+    def test_resource_names(self, resources: dict[str, str], message: str) -> None:
+        ((where, text),) = errors(with_tenant("t", {"quota": {"guaranteed": resources}}))
+        assert where == "tenants.t.quota.guaranteed"
+        assert message in text
+
+    @pytest.mark.parametrize(
+        ("tenant", "spec", "message"),
+        [
+            ("Team_A", {"quota": {}}, "is not a DNS label"),
+            ("t", {"quota": {}, "namespaces": ["Bad_NS"]}, "is not a valid namespace name"),
+            ("t", {"quota": {}, "namespaces": ["a", "a"]}, 'namespace "a" is listed twice'),
+            ("t", {}, "Field required"),
+            ("t", {"quota": {}, "namespaceSelector": {}}, "an empty selector selects every"),
+            ("t", {"quota": {"burst": {"ratio": 0}}}, "greater than 0"),
+            ("t", {"quota": {}, "extra": 1}, "Extra inputs are not permitted"),
+        ],
+    )
+    def test_tenant_shape(self, tenant: str, spec: dict[str, Any], message: str) -> None:
+        found = errors(with_tenant(tenant, spec))
+        assert any(message in text for _, text in found), found
+
+    def test_ratio_is_exact(self) -> None:
+        config = TenantgateConfig.model_validate(
+            with_tenant("t", {"quota": {"guaranteed": {"cpu": "3"}, "burst": {"ratio": 1.1}}})
+        )
+        policy = compile_policy(config)
+        assert str(policy.tenants["t"].quota.ceiling["cpu"]) == "3300m"
+
+
+class TestCompile:
+    def test_policy_of_the_test_config(self, policy: Policy) -> None:
+        team_a = policy.tenants["team-a"]
+        assert team_a.quota.ceiling == {
+            "cpu": Quantity.parse("6"),
+            "memory": Quantity.parse("12Gi"),
+            "pods": Quantity.parse("30"),
+        }
+        assert team_a.allowed_classes == {"tenant-guaranteed", "gold", "batch-low", "tenant-burst"}
+        assert team_a.allowed_profiles is None
+        assert team_a.container_defaults == {
+            "cpu": Quantity.parse("100m"),
+            "memory": Quantity.parse("128Mi"),
+        }
+        assert policy.tenants["ml"].allowed_profiles == frozenset({"ml"})
+        assert policy.tenant_for("team-a-dev") is team_a
+        assert policy.tenant_for("nobody") is None
+        assert policy.burst_class == "tenant-burst"
+        assert policy.reservation_ttl == 120.0
+
+    def test_unknown_references(self) -> None:
+        data = base()
+        data["burstPriorityClass"] = "nope"
+        data["tenants"]["team-a"]["priorityClasses"] = {"guaranteed": "x", "allowed": ["y"]}
+        data["tenants"]["team-a"]["profiles"] = {
+            "allowed": ["web"],
+            "overrides": {"db": {"schedulerName": "s"}},
+        }
+        assert compile_problems(data) == [
+            'burstPriorityClass: unknown priority class "nope" (declare it under priorityClasses)',
+            'tenants.team-a.priorityClasses.guaranteed: unknown priority class "x" '
+            "(declare it under priorityClasses)",
+            'tenants.team-a.priorityClasses.allowed[0]: unknown priority class "y" '
+            "(declare it under priorityClasses)",
+            'tenants.team-a.profiles.allowed[0]: unknown profile "web"',
+            'tenants.team-a.profiles.overrides.db: unknown profile "db"',
+        ]
+
+    def test_namespace_claimed_twice(self) -> None:
+        data = base()
+        data["tenants"]["ml"]["namespaces"] = ["ml", "team-a-dev"]
+        assert compile_problems(data) == [
+            'tenants.ml.namespaces[1]: namespace "team-a-dev" is already claimed by tenant "team-a"'
+        ]
+
+    def test_classifier_problems_are_reported(self) -> None:
+        data = base()
+        data["rules"].append({"name": "x", "profile": "missing"})
+        (problem,) = compile_problems(data)
+        assert problem.startswith("rules[2]")
+        assert "missing" in problem
+
+    def test_profile_overrides_give_the_tenant_its_own_classifier(self) -> None:
+        data = base()
+        data["tenants"]["ml"]["profiles"]["overrides"] = {"ml": {"schedulerName": "gpu-sched"}}
+        data["tenants"]["other"]["profiles"] = copy.deepcopy(data["tenants"]["ml"]["profiles"])
+        data["tenants"]["other"]["profiles"]["allowed"] = None
+        policy = compile_policy(TenantgateConfig.model_validate(data))
+        pod = {
+            "metadata": {"labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+        }
+        planned = policy.tenants["ml"].classifier.plan(pod, namespace="ml").mutated
+        assert planned["spec"]["schedulerName"] == "gpu-sched"
+        base_plan = policy.tenants["team-a"].classifier.plan(pod, namespace="team-a").mutated
+        assert "schedulerName" not in base_plan["spec"]
+        # Identical overrides share one compiled classifier.
+        assert policy.tenants["ml"].classifier is policy.tenants["other"].classifier
+        assert policy.tenants["team-a"].classifier is policy.classifier
+
+    def test_many_tenants_compile_with_direct_lookups(self) -> None:
+        data = base()
+        data["tenants"] = {
+            f"t{i}": {
+                "namespaces": [f"ns{i}", f"ns{i}-dev"],
+                "quota": {"guaranteed": {"cpu": "4", "memory": "8Gi"}, "burst": {"ratio": 1.5}},
+            }
+            for i in range(10_000)
+        }
+        policy = compile_policy(TenantgateConfig.model_validate(data))
+        assert len(policy.by_namespace) == 20_000
+        tenant = policy.tenant_for("ns9999-dev")
+        assert tenant is not None
+        assert tenant.name == "t9999"
+        assert str(tenant.quota.ceiling["memory"]) == "12Gi"
+
+
+class TestNamespaceSelector:
+    @pytest.mark.parametrize(
+        ("selector", "labels", "matches"),
+        [
+            ({"matchLabels": {"team": "a"}}, {"team": "a"}, True),
+            ({"matchLabels": {"team": "a"}}, {"team": "b"}, False),
+            ({"matchExpressions": [{"key": "t", "operator": "In", "values": ["x"]}]}, {}, False),
+            ({"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["x"]}]}, {}, True),
+            (
+                {"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["x"]}]},
+                {"t": "x"},
+                False,
+            ),
+            ({"matchExpressions": [{"key": "t", "operator": "Exists"}]}, {"t": ""}, True),
+            ({"matchExpressions": [{"key": "t", "operator": "DoesNotExist"}]}, {"t": ""}, False),
+            (
+                {
+                    "matchLabels": {"env": "prod"},
+                    "matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}],
+                },
+                {"env": "prod", "team": "b"},
+                True,
+            ),
+        ],
+    )
+    def test_kubernetes_semantics(
+        self, selector: dict[str, Any], labels: dict[str, str], matches: bool
+    ) -> None:
+        compiled = NamespaceSelector.from_spec(NamespaceSelectorSpec.model_validate(selector))
+        assert compiled.matches(labels) is matches
+
+    def test_explicit_lists_first_then_selectors_in_config_order(self) -> None:
+        data = base()
+        data["tenants"]["sel-1"] = {
+            "namespaceSelector": {"matchLabels": {"team": "x"}},
+            "quota": {},
+        }
+        data["tenants"]["sel-2"] = {
+            "namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Exists"}]},
+            "quota": {},
+        }
+        policy = compile_policy(TenantgateConfig.model_validate(data))
+        found = policy.tenant_for("team-a", {"team": "x"})
+        assert found is not None
+        assert found.name == "team-a"
+        found = policy.tenant_for("new", {"team": "x"})
+        assert found is not None
+        assert found.name == "sel-1"
+        found = policy.tenant_for("new2", {"team": "y"})
+        assert found is not None
+        assert found.name == "sel-2"
+        assert policy.tenant_for("new2", {}) is None
+        # Without labels (offline), selectors cannot claim anything.
+        assert policy.tenant_for("new") is None
+        # Cached answers are per label set.
+        found = policy.tenant_for("new", {"team": "x"})
+        assert found is not None
+        assert found.name == "sel-1"
