@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -29,7 +30,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; each sets ``func(args) -> int`` as its handler."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:
+        # The reader went away (`tenantgate schema | head`): stop quietly, as Unix tools do.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # killed by SIGPIPE, in shell terms
+    except KeyboardInterrupt:
+        return 130
     return code
 
 
