@@ -28,6 +28,7 @@ from admission.patch import PatchError, encode_patch, make_json_patch
 from admission.reviews import Review, ReviewError, decode_review, encode_response, one_line
 from admission.settings import Settings
 from classifier import podview
+from tenants.ledger import LedgerUnavailable
 from tenants.verdicts import Admitter, Verdict
 
 logger = logging.getLogger(__name__)
@@ -111,16 +112,21 @@ class ReviewHandler:
         except ReviewError as exc:
             return self._refuse(request, exc.status_code, exc.reason, exc.category)
 
-        # Nothing below awaits until the response is built: the admitter checks and books quota
-        # in one step that no other request may interleave with (the in-memory ledger relies on
-        # it), so it runs synchronously right here, never in a thread pool.
+        # The admitter runs on the event loop, never in a thread pool: its ledger store decides
+        # how a check and its booking stay one step (the in-memory store never suspends between
+        # them; the Kubernetes store awaits a compare-and-swap write).
         uid = review.request.uid
         try:
-            verdict = self._decide(review)
+            verdict = await self._decide(review)
             patch = self._patch(review, verdict)
             payload = encode_response(
                 api_version=review.api_version, uid=uid, verdict=verdict, patch=patch
             )
+        except LedgerUnavailable as exc:
+            # Only /mutate lets it through (/validate denies): failing the call lets the API
+            # server apply the webhook's failurePolicy (Ignore: the pod goes on to /validate).
+            logger.warning("%s: uid=%s: %s", self.endpoint, uid, exc.message)
+            return self._refuse(request, 503, exc.message, "ledger_unavailable")
         except Exception as exc:
             logger.exception("%s: failed to review uid=%s", self.endpoint, uid)
             reason = (
@@ -138,10 +144,10 @@ class ReviewHandler:
         self._log(review, verdict, patched=patch is not None, started=started)
         return Response(payload, media_type=JSON_MEDIA_TYPE)
 
-    def _decide(self, review: Review) -> Verdict:
+    async def _decide(self, review: Review) -> Verdict:
         if self.endpoint == "mutate":
-            return self._admitter.mutate(review.request, now=self._clock())
-        return self._admitter.validate(review.request, now=self._clock())
+            return await self._admitter.mutate(review.request, now=self._clock())
+        return await self._admitter.validate(review.request, now=self._clock())
 
     def _patch(self, review: Review, verdict: Verdict) -> str | None:
         """The base64 JSONPatch for ``verdict``, or ``None`` when nothing changes."""

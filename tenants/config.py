@@ -216,14 +216,10 @@ class TenantSpec(_Model):
 
 
 class LedgerSpec(_Model):
-    backend: Literal["memory", "kubernetes"] = "memory"
+    """Where the ledger lives: this process's memory (one replica), or TenantLedger objects in
+    the Kubernetes API that several replicas share (``deploy/webhooks/overlays/ha``)."""
 
-    @field_validator("backend")
-    @classmethod
-    def _backend(cls, value: str) -> str:
-        if value == "kubernetes":
-            raise ValueError("the kubernetes backend is not supported yet; use memory")
-        return value
+    backend: Literal["memory", "kubernetes"] = "memory"
 
 
 class TenantgateConfig(ClassifierConfig):

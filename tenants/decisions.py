@@ -7,8 +7,12 @@ the exact request of the final pod, picks the tier, books a reservation (its id 
 reservation that covers the final request (topped up in the same tier, or booked here when the
 mutating webhook was skipped). Dry-run requests get the same verdict and book nothing.
 
-Every ledger change is one call to ``LedgerStore.update`` with a pure function, so the check
-and the booking can never be separated by another request.
+Every ledger change is one awaited ``LedgerStore.transact`` with a pure function, so the check
+and the booking can never be separated by another request: the store applies the function to
+the ledger it writes (under a lock in memory, in a compare-and-swap loop in the Kubernetes
+API). When the store cannot reach its backend (:class:`~tenants.ledger.LedgerUnavailable`),
+/validate fails closed with the store's retryable message, and /mutate raises it so that the
+webhook call fails and the API server applies the mutating webhook's ``failurePolicy``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from tenants.config import (
 )
 from tenants.ledger import (
     LedgerStore,
+    LedgerUnavailable,
     TenantLedger,
     Tier,
     book,
@@ -429,7 +434,7 @@ class PolicyAdmitter:
 
     # -- /mutate -------------------------------------------------------------------------
 
-    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
         pod = request.object
         if (
             not _is_pod(request)
@@ -487,7 +492,8 @@ class PolicyAdmitter:
         existing = podview.annotation_map(pod).get(RESERVATION_ANNOTATION)
         if existing is not None and not _RESERVATION_ID_RE.match(existing):
             existing = None
-        booking = self._ledger.update(
+        # LedgerUnavailable propagates: the call fails and the failurePolicy decides.
+        booking = await self._ledger.transact(
             tenant.name,
             lambda ledger: book_for_mutate(
                 ledger,
@@ -565,7 +571,7 @@ class PolicyAdmitter:
 
     # -- offline -------------------------------------------------------------------------
 
-    def review(
+    async def review(
         self, pod: Mapping[str, Any], *, namespace: str, now: float, uid: str = "review"
     ) -> Review:
         """Run /mutate then /validate on ``pod`` as a dry-run (``tenantgate review``, CI).
@@ -581,12 +587,12 @@ class PolicyAdmitter:
             object=dict(pod),
             dry_run=True,
         )
-        mutated = self.mutate(request, now=now)
+        mutated = await self.mutate(request, now=now)
         final: Mapping[str, Any] = mutated.patched if mutated.patched is not None else pod
         verdict = mutated
         warnings = mutated.warnings
         if mutated.allowed:
-            verdict = self.validate(
+            verdict = await self.validate(
                 AdmissionInput(
                     uid=uid,
                     operation="CREATE",
@@ -615,20 +621,27 @@ class PolicyAdmitter:
 
     # -- /validate -----------------------------------------------------------------------
 
-    def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
         pod = request.object
         if not _is_pod(request) or not isinstance(pod, dict):
             return Verdict.allow()
-        if request.operation == "CREATE" and not request.sub_resource:
-            return self._validate_create(request, pod, now=now)
-        if request.operation == "UPDATE":
-            if request.sub_resource == "resize":
-                return self._validate_resize(request, pod)
-            if not request.sub_resource:
-                return self._validate_update(request, pod)
+        try:
+            if request.operation == "CREATE" and not request.sub_resource:
+                return await self._validate_create(request, pod, now=now)
+            if request.operation == "UPDATE":
+                if request.sub_resource == "resize":
+                    return await self._validate_resize(request, pod)
+                if not request.sub_resource:
+                    return self._validate_update(request, pod)
+        except LedgerUnavailable as exc:
+            # Fail closed: without the ledger nothing shows that the pod fits its quota.
+            logger.warning("validate: %s", exc.message)
+            return Verdict.deny(exc.message, code=exc.code, reason=exc.reason)
         return Verdict.allow()
 
-    def _validate_create(self, request: AdmissionInput, pod: JSONObject, *, now: float) -> Verdict:
+    async def _validate_create(
+        self, request: AdmissionInput, pod: JSONObject, *, now: float
+    ) -> Verdict:
         policy = self._policy
         namespace = request.namespace or podview.namespace(pod) or ""
         tenant = self._tenant(policy, namespace)
@@ -673,7 +686,7 @@ class PolicyAdmitter:
             reservation_id = None
         label_tier = labels.get(TIER_LABEL)
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
-        confirmation = self._ledger.update(
+        confirmation = await self._ledger.transact(
             tenant.name,
             lambda ledger: confirm_for_validate(
                 ledger,
@@ -722,7 +735,7 @@ class PolicyAdmitter:
             )
         return Verdict.allow()
 
-    def _validate_resize(self, request: AdmissionInput, pod: JSONObject) -> Verdict:
+    async def _validate_resize(self, request: AdmissionInput, pod: JSONObject) -> Verdict:
         old = request.old_object
         if not isinstance(old, dict):
             return Verdict.allow()
@@ -765,7 +778,7 @@ class PolicyAdmitter:
                 logger.debug("resize of a pod the ledger does not track", extra={"pod": pod_uid})
             return resized, Verdict.allow()
 
-        return self._ledger.update(tenant.name, change, commit=not request.dry_run)
+        return await self._ledger.transact(tenant.name, change, commit=not request.dry_run)
 
 
 def _pod_name(request: AdmissionInput, pod: Mapping[str, Any]) -> str:

@@ -37,6 +37,23 @@ class LedgerError(ValueError):
     """A transition that does not apply to this ledger (unknown or duplicate reservation id)."""
 
 
+class LedgerUnavailable(Exception):
+    """The store could not read or write a ledger: nothing was booked, the caller may retry.
+
+    Raised by stores that keep ledgers elsewhere (the Kubernetes API server) when it cannot be
+    reached or a write kept conflicting. ``message`` is one line a user can act on; ``code``
+    and ``reason`` are what a denial should carry (503 ServiceUnavailable, 409 Conflict).
+    """
+
+    def __init__(
+        self, message: str, *, code: int = 503, reason: str = "ServiceUnavailable"
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """Usage booked at admission for a pod not yet seen stored; expires at ``expires_at``.
@@ -466,16 +483,19 @@ def ledger_from_json(document: Any, *, tenant: str | None = None) -> TenantLedge
 
 
 class LedgerStore(Protocol):
-    """Where ledgers live. ``update`` is an atomic read-modify-write of one tenant's ledger.
+    """Where ledgers live: the port the admission path books through.
 
-    ``change`` must be a pure function of the ledger it is given: a store may call it more than
-    once (a compare-and-swap store re-runs it after a conflict). With ``commit=False`` the
-    result is computed and returned but nothing is stored (dry-run).
+    ``transact`` is an atomic read-modify-write of one tenant's ledger, awaited by the
+    admitter. ``change`` must be a pure function of the ledger it is given: a store may call it
+    more than once (a compare-and-swap store re-runs it after a conflict) and may batch the
+    changes of concurrent requests into one write. With ``commit=False`` the result is
+    computed and returned but nothing is stored (dry-run). A store that cannot reach its
+    backend raises :class:`LedgerUnavailable`. ``get`` is a view for display, never for a yes.
     """
 
     def get(self, tenant: str) -> TenantLedger: ...
 
-    def update(
+    async def transact(
         self,
         tenant: str,
         change: Callable[[TenantLedger], tuple[TenantLedger, T]],
@@ -514,6 +534,20 @@ class MemoryLedger:
             if commit and new is not given:
                 self._ledgers[tenant] = new
             return result
+
+    async def transact(
+        self,
+        tenant: str,
+        change: Callable[[TenantLedger], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+    ) -> T:
+        """:meth:`update` for the admission path: it never awaits between check and book.
+
+        The whole read-check-book runs in this one synchronous call, so no other task on the
+        event loop can interleave with it; the lock covers threads.
+        """
+        return self.update(tenant, change, commit=commit)
 
     def snapshot(self) -> dict[str, TenantLedger]:
         """Every tenant's current ledger (immutable values: safe to read without the lock)."""
@@ -558,6 +592,7 @@ __all__ = [
     "Charge",
     "LedgerError",
     "LedgerStore",
+    "LedgerUnavailable",
     "MemoryLedger",
     "Reservation",
     "TenantLedger",

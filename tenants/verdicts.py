@@ -60,8 +60,13 @@ class Verdict:
 
 
 class Admitter(Protocol):
-    """Decision logic behind ``/mutate`` and ``/validate``; ``now`` is Unix time in seconds."""
+    """Decision logic behind ``/mutate`` and ``/validate``; ``now`` is Unix time in seconds.
 
-    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict: ...
+    Both are coroutines: booking quota may be network I/O (the ``kubernetes`` ledger backend
+    is a compare-and-swap through the API server). An admitter over the in-memory ledger never
+    suspends between its check and its booking, so it stays atomic on the event loop.
+    """
 
-    def validate(self, request: AdmissionInput, *, now: float) -> Verdict: ...
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict: ...
+
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict: ...

@@ -1,43 +1,83 @@
-"""``tenantgate review``: offline, what would the webhook do to these manifests?
+"""``tenantgate review``: offline, what would the webhook do to the pods of these manifests?
 
 Reads YAML or JSON manifests (multi-document files, ``*List`` objects, anchors, any
 apiVersion), finds every pod template in them (custom resources included), builds the pod a
-controller would create from each, and shows its profile, why, the JSONPatch and the mutated
-pod. Exit codes: 0 done, 1 a manifest could not be read or a pod could not be classified,
+controller would create from each, and runs it through the server's own decision path: the
+:class:`~tenants.decisions.PolicyAdmitter` answers /mutate and then /validate on the patched
+pod, both as a dry run, so nothing is booked. Usage starts empty, or at a ``/status`` snapshot
+(``--usage``), so CI can ask whether a pod would still fit at today's usage.
+
+Each pod shows its tenant, tier, profile and why, the verdict (with the denial message and
+the warnings kubectl would print), the JSONPatch and the mutated pod.
+
+Exit codes: 0 every pod would be admitted; 3 at least one pod would be denied; 1 a manifest or
+the usage snapshot could not be read, or a pod has invalid resources (this wins over 3);
 2 the config is invalid.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import jsonpatch
 import yaml
 
-from classifier.config import compile_classifier
-from classifier.plan import Classifier
 from classifier.quantities import QuantityError
+from classifier.resources import pod_requests
 from classifier.templates import PodTemplate, find_pod_templates, pod_from_template
-from tenants.configfile import ConfigError, load_config
+from tenants.config import Policy
+from tenants.configfile import ConfigError, load_policy
+from tenants.decisions import PolicyAdmitter, Review
+from tenants.ledger import LedgerError, MemoryLedger, ledger_from_usage
 
 logger = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
+EXIT_DENIED = 3
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "defaults" / "tenantgate.yaml"
+DEFAULT_NAMESPACE: Final = "default"
+# The API server labels every namespace with its own name (since Kubernetes 1.21), so a
+# namespaceSelector on this label can be evaluated offline; other namespace labels are unknown.
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+
+_DESCRIPTION = """\
+Find every pod template in the manifests (Pods, Deployments, Jobs, CronJobs, custom
+resources...) and show what the webhook would do to its pod: tenant, tier, profile and why,
+verdict, warnings, patch and mutated pod. The server's own mutate and validate run as a dry
+run against the usage given (none by default); nothing is sent to a cluster.
+"""
+_EPILOG = """\
+Each pod template (a Deployment with replicas: 3, a Job, a CronJob...) is reviewed as ONE pod,
+against the usage the ledger starts with: replicas are not multiplied and the pods reviewed do
+not count against each other.
+
+exit codes:
+  0  every pod would be admitted
+  1  a manifest or the usage snapshot could not be read, or a pod has invalid resources
+  2  the config is invalid
+  3  at least one pod would be denied (1 wins when both apply)
+"""
 
 
 class ManifestError(ValueError):
     """A manifest that cannot be read or parsed; the message starts with ``FILE:LINE:``."""
+
+
+class UsageError(ValueError):
+    """A usage snapshot that cannot be read; the message starts with the file name."""
 
 
 class _ManifestLoader(yaml.SafeLoader):
@@ -54,9 +94,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "review",
         help="show what the webhook would do to the pods of some manifests (offline)",
-        description="Find every pod template in the manifests (Pods, Deployments, Jobs, "
-        "CronJobs, custom resources...) and show its profile, why, the patch and the mutated "
-        "pod. Nothing is sent to a cluster.",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "-f",
@@ -76,8 +116,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "-n",
         "--namespace",
-        default="default",
-        help="namespace of objects that name none (default: default)",
+        metavar="NS",
+        help="review every object as if created in NS (default: the object's namespace, "
+        f"else {DEFAULT_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--usage",
+        metavar="FILE",
+        type=Path,
+        help="usage snapshot to start from (JSON or YAML, the shape GET /status serves on the "
+        "metrics port); default: no usage",
     )
     parser.set_defaults(func=run)
 
@@ -92,19 +140,23 @@ class Document:
     body: Any
 
 
-def read_manifests(name: str, text: str) -> list[Document]:
-    """Every document of one manifest file; :class:`ManifestError` with file and line."""
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            body = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ManifestError(
-                f"{name}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}"
-            ) from error
-        bodies = body if isinstance(body, list) else [body]
-        return [Document(name, i, b) for i, b in enumerate(bodies)]
+def _is_json(text: str) -> bool:
+    return text.lstrip().startswith(("{", "["))
+
+
+def _load_json(name: str, text: str) -> Any:
     try:
-        bodies = list(yaml.load_all(text, Loader=_ManifestLoader))
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ManifestError(
+            f"{name}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}"
+        ) from error
+
+
+def _load_yaml(name: str, text: str) -> list[Any]:
+    """Every document of a YAML stream (empty ones included)."""
+    try:
+        return list(yaml.load_all(text, Loader=_ManifestLoader))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
@@ -112,6 +164,18 @@ def read_manifests(name: str, text: str) -> list[Document]:
         raise ManifestError(f"{where}: invalid YAML: {problem}") from error
     except yaml.YAMLError as error:
         raise ManifestError(f"{name}: invalid YAML: {error}") from error
+
+
+def read_manifests(name: str, text: str) -> list[Document]:
+    """Every document of one manifest file; :class:`ManifestError` with file and line.
+
+    A JSON array holds one document per item, as ``kubectl apply -f`` reads it.
+    """
+    if _is_json(text):
+        body = _load_json(name, text)
+        bodies = body if isinstance(body, list) else [body]
+        return [Document(name, i, b) for i, b in enumerate(bodies)]
+    bodies = _load_yaml(name, text)
     return [Document(name, i, b) for i, b in enumerate(bodies) if b is not None]
 
 
@@ -121,18 +185,65 @@ def _read_file(name: str, stdin: TextIO) -> str:
     try:
         return Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise ManifestError(f"{name}: cannot read: {reason}") from error
+        raise ManifestError(f"{name}: cannot read: {_reason(error)}") from error
+
+
+def _reason(error: OSError | UnicodeDecodeError) -> str:
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+
+
+def read_usage(path: Path) -> MemoryLedger:
+    """The ledger of a usage snapshot file; :class:`UsageError` names the file (and line)."""
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        if _is_json(text):
+            document = _load_json(name, text)
+        else:
+            documents = [d for d in _load_yaml(name, text) if d is not None]
+            if len(documents) != 1:
+                raise UsageError(f"{name}: a usage snapshot is one JSON or YAML document")
+            document = documents[0]
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{name}: cannot read: {_reason(error)}") from error
+    except ManifestError as error:
+        raise UsageError(str(error)) from error
+    try:
+        return ledger_from_usage(document)
+    except LedgerError as error:
+        raise UsageError(f"{name}: invalid usage snapshot: {error}") from error
 
 
 # --------------------------------------------------------------------------- reviewing
 
 
-def review_template(
-    found: PodTemplate, *, file: str, classifier: Classifier, namespace: str
+def namespace_labels(namespace: str) -> Mapping[str, str]:
+    """The labels every namespace is known to carry offline."""
+    return {NAMESPACE_NAME_LABEL: namespace}
+
+
+def make_admitter(policy: Policy, ledger: MemoryLedger | None = None) -> PolicyAdmitter:
+    """The server's admitter over ``ledger`` (default: empty), for offline reviews."""
+    return PolicyAdmitter(
+        policy, ledger if ledger is not None else MemoryLedger(), namespace_labels=namespace_labels
+    )
+
+
+async def _decide(admitter: PolicyAdmitter, pod: Mapping[str, Any], *, namespace: str) -> Review:
+    # The one call into the decision path: /mutate then /validate, as a dry run.
+    return await admitter.review(pod, namespace=namespace, now=time.time())
+
+
+async def review_template(
+    found: PodTemplate, *, file: str, admitter: PolicyAdmitter, namespace: str | None
 ) -> dict[str, Any]:
-    """One result row: identity, profile and why, notes, RFC 6902 patch, mutated pod."""
-    pod = pod_from_template(found, namespace=namespace)
+    """One result row: identity, tenant, tier, profile and why, verdict, patch, mutated pod.
+
+    ``namespace`` (when given) replaces the object's own namespace.
+    """
+    pod = pod_from_template(found, namespace=namespace or DEFAULT_NAMESPACE)
+    if namespace is not None:
+        pod["metadata"]["namespace"] = namespace
     pod_namespace = str(pod["metadata"]["namespace"])
     row: dict[str, Any] = {
         "file": file,
@@ -142,39 +253,75 @@ def review_template(
         "path": found.path,
     }
     try:
-        plan = classifier.plan(pod, namespace=pod_namespace)
+        # The API server would refuse such a pod before any webhook: a manifest error.
+        pod_requests(pod)
     except QuantityError as error:
-        row.update(profile=None, error=str(error))
+        row.update(tenant=None, tier=None, profile=None, allowed=None, error=str(error))
         return row
-    classification = plan.classification
+
+    outcome = await _decide(admitter, pod, namespace=pod_namespace)
+    row.update(tenant=outcome.tenant, tier=outcome.tier)
+    tenant = admitter.policy.tenants.get(outcome.tenant) if outcome.tenant is not None else None
+    notes: list[str] = []
+    if tenant is None:
+        untouched = "admitted untouched" if outcome.allowed else "denied"
+        row.update(
+            profile=None,
+            classifiedBy=None,
+            reason=f'namespace "{pod_namespace}" belongs to no tenant: {untouched}',
+        )
+    else:
+        # The tenant's classifier, as /mutate ran it: the verdict does not carry the reason.
+        plan = tenant.classifier.plan(
+            pod, namespace=pod_namespace, allowed_profiles=tenant.allowed_profiles
+        )
+        classification = plan.classification
+        row.update(
+            profile=classification.profile,
+            classifiedBy=classification.classified_by,
+            reason=classification.reason,
+        )
+        if classification.problem:
+            row["problem"] = classification.problem
+        notes = list(plan.notes)
+    if not outcome.allowed and outcome.code == HTTPStatus.BAD_REQUEST:
+        # The webhook found the pod itself malformed (a negative request): a manifest error.
+        row["error"] = outcome.message
     row.update(
-        profile=classification.profile,
-        classifiedBy=classification.classified_by,
-        reason=classification.reason,
+        allowed=outcome.allowed,
+        code=outcome.code,
+        message=outcome.message,
+        warnings=list(outcome.warnings),
+        notes=notes,
+        patch=jsonpatch.make_patch(pod, outcome.mutated).patch,
+        mutated=outcome.mutated,
     )
-    if classification.problem:
-        row["problem"] = classification.problem
-    row["notes"] = list(plan.notes)
-    row["patch"] = jsonpatch.make_patch(pod, plan.mutated).patch if plan.changed else []
-    row["mutated"] = plan.mutated
     return row
 
 
-def review_documents(
-    documents: Sequence[Document], *, classifier: Classifier, namespace: str
-) -> Iterator[dict[str, Any]]:
-    for document in documents:
-        for found in find_pod_templates(document.body):
-            yield review_template(
-                found, file=document.file, classifier=classifier, namespace=namespace
-            )
+async def review_documents(
+    documents: Sequence[Document], *, admitter: PolicyAdmitter, namespace: str | None
+) -> list[dict[str, Any]]:
+    """One row per pod template, in manifest order; each reviewed against the same usage."""
+    return [
+        await review_template(found, file=document.file, admitter=admitter, namespace=namespace)
+        for document in documents
+        for found in find_pod_templates(document.body)
+    ]
 
 
 # --------------------------------------------------------------------------- output
 
 
-def render_table(rows: Sequence[dict[str, Any]]) -> str:
-    header = ("FILE", "OBJECT", "PATH", "PROFILE", "WHY")
+def verdict_of(row: Mapping[str, Any]) -> str:
+    if row.get("error"):
+        return "error"
+    return "allowed" if row.get("allowed") else "denied"
+
+
+def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Aligned columns, WHY last; each denial's message follows the table, in full."""
+    header = ("FILE", "OBJECT", "PATH", "PROFILE", "TENANT", "TIER", "VERDICT", "WHY")
     lines = [header]
     for row in rows:
         why = row.get("error") or row.get("reason") or ""
@@ -185,17 +332,30 @@ def render_table(rows: Sequence[dict[str, Any]]) -> str:
                 row["file"],
                 f"{row['kind']}/{row['name']}",
                 row["path"] or "-",
-                row.get("profile") or "error",
+                row.get("profile") or "-",
+                row.get("tenant") or "-",
+                row.get("tier") or "-",
+                verdict_of(row),
                 why,
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
-    return "\n".join(
+    text = [
         "  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True))
         + "  "
         + line[-1]
         for line in lines
-    )
+    ]
+    for row in rows:
+        if verdict_of(row) == "denied":
+            where = f" {row['path']}" if row["path"] else ""
+            text.append("")
+            text.append(
+                f"{row['kind']}/{row['name']}{where} in namespace {row['namespace']} "
+                f"({row['file']}) would be denied:"
+            )
+            text.append(f"  {row['message']}")
+    return "\n".join(text)
 
 
 def render(rows: Sequence[dict[str, Any]], output: str) -> str:
@@ -209,11 +369,6 @@ def render(rows: Sequence[dict[str, Any]], output: str) -> str:
 # --------------------------------------------------------------------------- command
 
 
-def load_classifier(path: Path | None) -> Classifier:
-    """The classifier of ``path`` (default: the embedded config); ConfigError on problems."""
-    return compile_classifier(load_config(path or DEFAULT_CONFIG))
-
-
 def run(
     args: argparse.Namespace,
     *,
@@ -225,10 +380,19 @@ def run(
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     try:
-        classifier = load_classifier(args.config)
+        policy = load_policy(args.config or DEFAULT_CONFIG)
     except ConfigError as error:
         print(str(error), file=stderr)
         return EXIT_CONFIG
+    ledger = MemoryLedger()
+    if args.usage is not None:
+        try:
+            ledger = read_usage(args.usage)
+        except UsageError as error:
+            print(str(error), file=stderr)
+            return EXIT_FAILED
+        for name in sorted(set(ledger.snapshot()) - set(policy.tenants)):
+            print(f"{args.usage}: tenant {name} is not in the config; ignored", file=stderr)
     documents: list[Document] = []
     failed = False
     for name in args.files:
@@ -239,7 +403,8 @@ def run(
             failed = True
     if failed:
         return EXIT_FAILED
-    rows = list(review_documents(documents, classifier=classifier, namespace=args.namespace))
+    admitter = make_admitter(policy, ledger)
+    rows = asyncio.run(review_documents(documents, admitter=admitter, namespace=args.namespace))
     for document in documents:
         if not isinstance(document.body, dict):
             print(
@@ -255,4 +420,6 @@ def run(
             f"{row['file']}: {row['kind']}/{row['name']}@{row['path']}: {row['error']}",
             file=stderr,
         )
-    return EXIT_FAILED if errors else EXIT_OK
+    if errors:
+        return EXIT_FAILED
+    return EXIT_DENIED if any(verdict_of(row) == "denied" for row in rows) else EXIT_OK

@@ -25,6 +25,7 @@ from admission.app import create_app, create_metrics_app
 from admission.health import Readiness
 from admission.metrics import Metrics
 from admission.settings import Settings
+from tenants.ledger import LedgerUnavailable
 from tenants.verdicts import AdmissionInput, Admitter, Verdict
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "reviews"
@@ -48,11 +49,11 @@ class Recording:
     verdict: Verdict = field(default_factory=Verdict.allow)
     calls: list[tuple[str, AdmissionInput, float]] = field(default_factory=list)
 
-    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
         self.calls.append(("mutate", request, now))
         return self.verdict
 
-    def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
         self.calls.append(("validate", request, now))
         return self.verdict
 
@@ -60,7 +61,7 @@ class Recording:
 class Labelling:
     """Mutates like the classifier will: a deep copy with labels, annotations, tolerations."""
 
-    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
         assert request.object is not None
         pod = copy.deepcopy(request.object)
         pod["metadata"].setdefault("labels", {})["tenantgate.io/profile"] = "web-frontend"
@@ -73,26 +74,38 @@ class Labelling:
         )
         return Verdict(allowed=True, patched=pod, warnings=("admitted on burst capacity",))
 
-    def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
-        return self.mutate(request, now=now)
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        return await self.mutate(request, now=now)
 
 
 class Copying:
     """Returns an unchanged deep copy: a re-invocation with nothing left to do."""
 
-    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
         return Verdict.allow(patched=copy.deepcopy(request.object))
 
-    def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
-        return self.mutate(request, now=now)
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        return await self.mutate(request, now=now)
 
 
 class Raising:
-    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
         raise KeyError("tenants")
 
-    def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
         raise KeyError("tenants")
+
+
+class Unavailable:
+    """An admitter whose ledger store cannot reach its backend."""
+
+    message = "tenant team-a: cannot check the quota ledger: the API server is unreachable; retry"
+
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        raise LedgerUnavailable(self.message)
+
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        raise LedgerUnavailable(self.message)
 
 
 @dataclass
@@ -110,10 +123,10 @@ class LoopChecking:
             self.on_loop.append(True)
         return Verdict.allow()
 
-    def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
         return self._check()
 
-    def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
         return self._check()
 
 
@@ -210,9 +223,11 @@ def test_mutation_comes_back_as_a_base64_json_patch() -> None:
     document = fixture(CREATE)
     original = copy.deepcopy(document["request"]["object"])
     admitter = Labelling()
-    expected = admitter.mutate(
-        AdmissionInput(uid="x", operation="CREATE", namespace="", name="", object=original),
-        now=NOW,
+    expected = asyncio.run(
+        admitter.mutate(
+            AdmissionInput(uid="x", operation="CREATE", namespace="", name="", object=original),
+            now=NOW,
+        )
     ).patched
 
     response = response_of(Webhook(admitter).review("/mutate", document))
@@ -464,6 +479,19 @@ def test_unserializable_patched_object_is_a_500() -> None:
 @pytest.mark.parametrize("path", ["/mutate", "/validate"])
 def test_review_endpoints_only_take_post(path: str) -> None:
     assert Webhook(Recording()).request("GET", path).status_code == 405
+
+
+def test_an_unavailable_ledger_fails_the_call_with_its_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The API server then applies the webhook's failurePolicy (the mutating one: Ignore).
+    webhook = Webhook(Unavailable())
+
+    http = webhook.review("/mutate", fixture(CREATE))
+
+    assert http.status_code == 503
+    assert http.text == Unavailable.message
+    assert [r.levelno for r in caplog.records if r.name == "admission.app"] == [logging.WARNING]
 
 
 # --- metrics, health, logs --------------------------------------------------------------------

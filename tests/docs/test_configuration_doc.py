@@ -18,6 +18,7 @@ names are regenerated from the code as well.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import re
 from collections.abc import Mapping
@@ -252,7 +253,7 @@ def _create(admitter: PolicyAdmitter, pod: dict[str, Any], *, namespace: str = "
     request = AdmissionInput(
         uid=f"uid-{name}", operation="CREATE", namespace=namespace, name=name, object=pod
     )
-    return admitter.mutate(request, now=0.0)
+    return asyncio.run(admitter.mutate(request, now=0.0))
 
 
 def _pod(name: str, *, cpu: str, image: str = "nginx:1.27", **spec: Any) -> dict[str, Any]:

@@ -85,15 +85,10 @@ class TestModels:
             ("tenants.t.overQuota", "Value error, queue is not supported yet; use reject")
         ]
 
-    def test_kubernetes_backend_is_refused_clearly(self) -> None:
+    def test_kubernetes_backend_is_accepted(self) -> None:
         data = base()
         data["ledger"] = {"backend": "kubernetes"}
-        assert errors(data) == [
-            (
-                "ledger.backend",
-                "Value error, the kubernetes backend is not supported yet; use memory",
-            )
-        ]
+        assert TenantgateConfig.model_validate(data).ledger.backend == "kubernetes"
 
     @pytest.mark.parametrize(
         ("resources", "message"),

@@ -78,7 +78,7 @@ tenants:
     namespaces: [b]
 unclaimedNamespaces: maybe
 ledger:
-  backend: kubernetes
+  backend: etcd
 """
     assert problems(text) == [
         'cfg.yaml:8: tenants.team-a.quota.guaranteed[nvidia.com/gpu]: invalid quantity "lots": '
@@ -87,7 +87,7 @@ ledger:
         "cfg.yaml:10: tenants.team-a.surprise: unknown field",
         "cfg.yaml:11: tenants.b.quota: required field is missing",
         "cfg.yaml:13: unclaimedNamespaces: Input should be 'allow' or 'deny'",
-        "cfg.yaml:15: ledger.backend: the kubernetes backend is not supported yet; use memory",
+        "cfg.yaml:15: ledger.backend: Input should be 'memory' or 'kubernetes'",
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 from collections import Counter
@@ -53,12 +54,16 @@ class Chain:
         self.now = 1000.0
 
     def mutate(self, pod: dict[str, Any], *, uid: str = "req-1", dry_run: bool = False) -> Verdict:
-        return self.admitter.mutate(create(pod, uid=uid, dry_run=dry_run), now=self.now)
+        return asyncio.run(
+            self.admitter.mutate(create(pod, uid=uid, dry_run=dry_run), now=self.now)
+        )
 
     def validate(
         self, pod: dict[str, Any], *, uid: str = "req-1", dry_run: bool = False
     ) -> Verdict:
-        return self.admitter.validate(create(pod, uid=uid, dry_run=dry_run), now=self.now)
+        return asyncio.run(
+            self.admitter.validate(create(pod, uid=uid, dry_run=dry_run), now=self.now)
+        )
 
     def admit(
         self,
@@ -669,8 +674,8 @@ def test_other_kinds_and_operations_pass_untouched(chain: Chain) -> None:
         ),
         AdmissionInput(uid="4", operation="CONNECT", namespace="team-a", name="x", object=pod),
     ):
-        assert chain.admitter.mutate(request, now=0) == Verdict.allow()
-        assert chain.admitter.validate(request, now=0) == Verdict.allow()
+        assert asyncio.run(chain.admitter.mutate(request, now=0)) == Verdict.allow()
+        assert asyncio.run(chain.admitter.validate(request, now=0)) == Verdict.allow()
     assert chain.ledger.snapshot() == {}
 
 
@@ -685,10 +690,10 @@ def test_namespace_selector_tenants_use_the_label_lookup() -> None:
     )
     labels = {"team-b-prod": {"team": "b"}}
     admitter = PolicyAdmitter(policy, MemoryLedger(), namespace_labels=labels.get)
-    verdict = admitter.mutate(create(make_pod(namespace="team-b-prod")), now=0)
+    verdict = asyncio.run(admitter.mutate(create(make_pod(namespace="team-b-prod")), now=0))
     assert verdict.patched is not None
     assert verdict.patched["metadata"]["labels"]["tenantgate.io/tenant"] == "labelled"
-    unknown = admitter.mutate(create(make_pod(namespace="team-c")), now=0)
+    unknown = asyncio.run(admitter.mutate(create(make_pod(namespace="team-c")), now=0))
     assert unknown == Verdict.allow()
 
 
@@ -728,7 +733,7 @@ def test_ordinary_updates_are_not_charged(chain: Chain) -> None:
     changed = copy.deepcopy(final)
     changed["metadata"]["labels"]["release"] = "2"
     changed["spec"]["schedulingGates"] = []
-    assert chain.admitter.validate(update(final, changed), now=0) == Verdict.allow()
+    assert asyncio.run(chain.admitter.validate(update(final, changed), now=0)) == Verdict.allow()
     assert chain.state() == before
 
 
@@ -744,7 +749,7 @@ def test_managed_labels_cannot_change(chain: Chain, where: str, key: str, value:
     (final,) = fill(chain, 1)
     changed = copy.deepcopy(final)
     changed["metadata"][where][key] = value
-    verdict = chain.admitter.validate(update(final, changed), now=0)
+    verdict = asyncio.run(chain.admitter.validate(update(final, changed), now=0))
     kind = "label" if where == "labels" else "annotation"
     assert (verdict.allowed, verdict.message) == (
         False,
@@ -760,13 +765,17 @@ def resized(pod: dict[str, Any], cpu: str) -> dict[str, Any]:
 
 def test_resize_charges_only_the_delta(chain: Chain) -> None:
     (final,) = fill(chain, 1)
-    verdict = chain.admitter.validate(
-        update(final, resized(final, "1500m"), sub_resource="resize"), now=0
+    verdict = asyncio.run(
+        chain.admitter.validate(
+            update(final, resized(final, "1500m"), sub_resource="resize"), now=0
+        )
     )
     assert verdict.allowed
     assert chain.state().guaranteed == rl(cpu="1500m", memory="256Mi", pods="1")
-    smaller = chain.admitter.validate(
-        update(resized(final, "1500m"), resized(final, "250m"), sub_resource="resize"), now=0
+    smaller = asyncio.run(
+        chain.admitter.validate(
+            update(resized(final, "1500m"), resized(final, "250m"), sub_resource="resize"), now=0
+        )
     )
     assert smaller.allowed
     assert chain.state().guaranteed == rl(cpu="250m", memory="256Mi", pods="1")
@@ -774,8 +783,10 @@ def test_resize_charges_only_the_delta(chain: Chain) -> None:
 
 def test_resize_past_the_guarantee_is_denied(chain: Chain) -> None:
     finals = fill(chain, 7)
-    verdict = chain.admitter.validate(
-        update(finals[0], resized(finals[0], "1100m"), sub_resource="resize"), now=0
+    verdict = asyncio.run(
+        chain.admitter.validate(
+            update(finals[0], resized(finals[0], "1100m"), sub_resource="resize"), now=0
+        )
     )
     assert (verdict.allowed, verdict.code, verdict.message) == (
         False,
@@ -788,8 +799,10 @@ def test_resize_of_a_burst_pod_checks_the_ceiling(chain: Chain) -> None:
     finals = fill(chain, 9)
     burst_pod = finals[-1]
     assert burst_pod["metadata"]["labels"]["tenantgate.io/tier"] == "burst"
-    ok = chain.admitter.validate(
-        update(burst_pod, resized(burst_pod, "2"), sub_resource="resize"), now=0
+    ok = asyncio.run(
+        chain.admitter.validate(
+            update(burst_pod, resized(burst_pod, "2"), sub_resource="resize"), now=0
+        )
     )
     assert ok.allowed
     assert chain.state().burst == rl(cpu="2", memory="256Mi", pods="1")
@@ -798,8 +811,10 @@ def test_resize_of_a_burst_pod_checks_the_ceiling(chain: Chain) -> None:
 def test_dry_run_resize_books_nothing(chain: Chain) -> None:
     (final,) = fill(chain, 1)
     before = chain.state()
-    verdict = chain.admitter.validate(
-        update(final, resized(final, "1"), sub_resource="resize", dry_run=True), now=0
+    verdict = asyncio.run(
+        chain.admitter.validate(
+            update(final, resized(final, "1"), sub_resource="resize", dry_run=True), now=0
+        )
     )
     assert verdict.allowed
     assert chain.state() == before
@@ -811,7 +826,7 @@ def test_dry_run_resize_books_nothing(chain: Chain) -> None:
 def test_review_runs_both_webhooks_as_a_dry_run(chain: Chain) -> None:
     fill(chain, 8)
     before = chain.state()
-    review = chain.admitter.review(make_pod(), namespace="team-a", now=chain.now)
+    review = asyncio.run(chain.admitter.review(make_pod(), namespace="team-a", now=chain.now))
     assert (review.tenant, review.tier, review.profile, review.allowed) == (
         "team-a",
         "burst",
@@ -827,8 +842,12 @@ def test_review_against_a_usage_snapshot(policy: Policy) -> None:
     usage = ledger_from_usage(
         {"tenants": {"team-a": {"used": {"guaranteed": {"cpu": "4"}, "burst": {"cpu": "2"}}}}}
     )
-    review = PolicyAdmitter(policy, usage).review(make_pod(), namespace="team-a", now=0)
+    review = asyncio.run(
+        PolicyAdmitter(policy, usage).review(make_pod(), namespace="team-a", now=0)
+    )
     assert (review.tenant, review.tier, review.allowed, review.code) == ("team-a", None, False, 403)
     assert review.message == TEAM_A_MESSAGE
-    unclaimed = PolicyAdmitter(policy, usage).review(make_pod(), namespace="default", now=0)
+    unclaimed = asyncio.run(
+        PolicyAdmitter(policy, usage).review(make_pod(), namespace="default", now=0)
+    )
     assert (unclaimed.tenant, unclaimed.tier, unclaimed.allowed) == (None, None, True)

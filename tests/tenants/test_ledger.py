@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 from fractions import Fraction
@@ -310,6 +311,37 @@ class TestMemoryLedger:
         assert store.expire(now=1000, only_unbound=True) == ()
         assert [r.id for r in store.expire(now=1000)] == ["r1"]
         assert store.get("team-a").guaranteed == {}
+
+    def test_transact_never_suspends_so_concurrent_tasks_never_over_admit(self) -> None:
+        quota = build_quota(rl(cpu="4", memory="8Gi", pods="20"), ratio=Fraction(3, 2))
+        request = rl(cpu="500m", memory="256Mi", pods="1")
+        store = MemoryLedger()
+
+        def admit(state: TenantLedger, rid: str) -> tuple[TenantLedger, str | None]:
+            decision = check(quota, state, request)
+            if decision.tier is None:
+                return state, None
+            return book(
+                state, reservation_id=rid, tier=decision.tier, amount=request, now=0, ttl=60
+            ), decision.tier
+
+        async def main() -> list[str | None]:
+            # The first step of the coroutine completes it: nothing can interleave.
+            steps = store.transact("team-a", functools.partial(admit, rid="first")).__await__()
+            with pytest.raises(StopIteration):
+                steps.send(None)
+            return await asyncio.gather(
+                *(
+                    store.transact("team-a", functools.partial(admit, rid=f"r{n}"))
+                    for n in range(40)
+                )
+            )
+
+        tiers = asyncio.run(main())
+        assert tiers.count("guaranteed") == 7
+        assert tiers.count("burst") == 4
+        assert tiers.count(None) == 29
+        assert asyncio.run(store.transact("team-a", lambda s: (s, len(s.reservations)))) == 12
 
     def test_concurrent_check_and_book_never_over_admits(self) -> None:
         quota = build_quota(rl(cpu="4", memory="8Gi", pods="20"), ratio=Fraction(3, 2))

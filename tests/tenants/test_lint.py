@@ -227,9 +227,11 @@ def test_unreadable_file(tmp_path: Path) -> None:
     assert str(report.problems[0]).endswith("missing.yaml: cannot read: No such file or directory")
 
 
-@pytest.mark.parametrize("backend", ["kubernetes"])
+def test_the_kubernetes_ledger_backend_is_accepted() -> None:
+    assert lint(HEADER + "ledger: {backend: kubernetes}\n") == []
+
+
+@pytest.mark.parametrize("backend", ["etcd"])
 def test_unsupported_settings(backend: str) -> None:
     (problem,) = lint(HEADER + f"ledger: {{backend: {backend}}}\n")
-    assert problem == (
-        "c.yaml:11: ledger.backend: the kubernetes backend is not supported yet; use memory"
-    )
+    assert problem == "c.yaml:11: ledger.backend: Input should be 'memory' or 'kubernetes'"
