@@ -56,6 +56,8 @@ bench-quick: install
 
 manifests:
 	cp examples/tenantgate.yaml deploy/webhooks/tenantgate.yaml
+	sed 's/^  backend: memory.*$$/  backend: kubernetes  # replicas share TenantLedger objects (deploy\/webhooks\/overlays\/ha)/' \
+	    deploy/webhooks/tenantgate.yaml > deploy/webhooks/overlays/ha/tenantgate.yaml
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

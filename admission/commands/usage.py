@@ -1,0 +1,229 @@
+"""``tenantgate usage``: every tenant's usage against its guarantee and burst ceiling, as a table.
+
+Reads ``GET /status`` from a running webhook's metrics port (``--server``, default
+``http://127.0.0.1:8080``). Each resource row shows the guarantee, the ceiling, the usage (in
+all, then of each tier) and a bar over the ceiling: ``=`` guaranteed-tier usage, ``+`` burst
+usage, ``|`` where the guarantee ends. Percentages are of the ceiling. Exit codes: 0, 1 when
+the server cannot be read, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import IO, Any, Final
+
+from classifier.quantities import Quantity, QuantityError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SERVER: Final = "http://127.0.0.1:8080"
+TIMEOUT_SECONDS: Final = 10.0
+BAR_WIDTH: Final = 24
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+
+_ZERO = Quantity(0)
+
+
+class UsageError(Exception):
+    """The status could not be read or understood."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "usage",
+        help="show each tenant's usage against its guarantee and burst ceiling",
+        description="Read /status from a running tenantgate (its metrics port) and show every "
+        "tenant's usage per resource. Bars span the burst ceiling: '=' guaranteed-tier usage, "
+        "'+' burst usage, '|' the end of the guarantee.",
+    )
+    parser.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        metavar="URL",
+        help=f"tenantgate metrics/health endpoint (default: {DEFAULT_SERVER})",
+    )
+    parser.add_argument(
+        "--tenant", action="append", metavar="NAME", help="show only this tenant (repeatable)"
+    )
+    parser.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="output format"
+    )
+    parser.set_defaults(func=run_usage)
+
+
+def fetch_status(server: str, *, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
+    """``GET {server}/status`` as JSON; :class:`UsageError` says why it failed."""
+    base = server.rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise UsageError(f"--server must be an http:// or https:// URL, not {server!r}")
+    url = f"{base}/status"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        raise UsageError(f"{url} answered {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise UsageError(f"cannot reach {url}: {reason}") from None
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise UsageError(f"{url} did not answer JSON; is it a tenantgate metrics port?") from None
+    if not isinstance(document, dict) or not isinstance(document.get("tenants"), dict):
+        raise UsageError(f"{url} did not answer a tenantgate status document")
+    return document
+
+
+def _quantity(value: Any, *, where: str) -> Quantity:
+    try:
+        return Quantity.from_json(value)
+    except QuantityError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
+def _quantities(value: Any, *, where: str) -> dict[str, Quantity]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): _quantity(v, where=f"{where}.{k}") for k, v in value.items()}
+
+
+def bar(
+    guaranteed_used: Quantity,
+    burst_used: Quantity,
+    *,
+    guaranteed: Quantity,
+    ceiling: Quantity,
+    width: int = BAR_WIDTH,
+) -> str:
+    """``[=====+++   |      ]``: usage of each tier over the ceiling, the guarantee marked.
+
+    Usage above the ceiling fills the bar and ends it with ``!``.
+    """
+    if ceiling.nanos <= 0:
+        return "[" + " " * width + "]"
+    total = max(ceiling.nanos, 1)
+
+    def cells(nanos: int) -> int:
+        return min(width, round(Fraction(max(nanos, 0) * width, total)))
+
+    g_cells = cells(guaranteed_used.nanos)
+    b_cells = min(width - g_cells, cells(guaranteed_used.nanos + burst_used.nanos) - g_cells)
+    chars = ["="] * g_cells + ["+"] * max(b_cells, 0)
+    chars += [" "] * (width - len(chars))
+    mark = cells(guaranteed.nanos)
+    if 0 < mark < width and chars[mark] == " ":
+        chars[mark] = "|"
+    end = "!" if guaranteed_used.nanos + burst_used.nanos > ceiling.nanos else "]"
+    return "[" + "".join(chars) + end
+
+
+def _percent(used: Quantity, limit: Quantity) -> str:
+    if limit.nanos <= 0:
+        return "-"
+    return f"{round(Fraction(used.nanos * 100, limit.nanos))}%"
+
+
+def render(document: Mapping[str, Any], *, tenants: Sequence[str] | None = None) -> str:
+    """The usage table of a ``/status`` document."""
+    rows: list[list[str]] = [
+        [
+            "TENANT",
+            "RESOURCE",
+            "GUARANTEED",
+            "CEILING",
+            "USED",
+            "IN-GUARANTEE",
+            "ON-BURST",
+            "USAGE",
+            "",
+        ]
+    ]
+    notes: list[str] = []
+    all_tenants: Mapping[str, Any] = document["tenants"]
+    names = sorted(all_tenants) if not tenants else list(tenants)
+    unknown = [name for name in names if name not in all_tenants]
+    if unknown:
+        raise UsageError(
+            f"unknown tenant {', '.join(unknown)} (known: {', '.join(sorted(all_tenants))})"
+        )
+    for name in names:
+        entry = all_tenants[name] if isinstance(all_tenants[name], dict) else {}
+        where = f"tenants.{name}"
+        guaranteed = _quantities(entry.get("guaranteed"), where=f"{where}.guaranteed")
+        ceiling = _quantities(entry.get("ceiling"), where=f"{where}.ceiling")
+        raw_used = entry.get("used")
+        used: Mapping[str, Any] = raw_used if isinstance(raw_used, dict) else {}
+        g_used = _quantities(used.get("guaranteed"), where=f"{where}.used.guaranteed")
+        b_used = _quantities(used.get("burst"), where=f"{where}.used.burst")
+        resources = sorted(set(ceiling) | set(guaranteed) | set(g_used) | set(b_used))
+        first = True
+        for resource in resources:
+            g = g_used.get(resource, _ZERO)
+            b = b_used.get(resource, _ZERO)
+            limit = ceiling.get(resource)
+            share = guaranteed.get(resource, _ZERO)
+            total = g + b
+            rows.append(
+                [
+                    name if first else "",
+                    resource,
+                    str(share) if resource in guaranteed else "-",
+                    str(limit) if limit is not None else "-",
+                    str(total),
+                    str(g),
+                    str(b),
+                    bar(g, b, guaranteed=share, ceiling=limit) if limit is not None else "no limit",
+                    _percent(total, limit) if limit is not None else "",
+                ]
+            )
+            first = False
+        reservations = entry.get("reservations")
+        if isinstance(reservations, int) and reservations:
+            notes.append(
+                f"{name}: {reservations} reservation{'s' if reservations != 1 else ''} in flight "
+                "(admitted, not yet seen stored)"
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    ]
+    lines.append("")
+    lines.extend(notes)
+    lines.append(_footer(document))
+    return "\n".join(lines) + "\n"
+
+
+def _footer(document: Mapping[str, Any]) -> str:
+    mode = document.get("mode")
+    if mode == "offline":
+        return "offline: no cluster; usage counts admissions only (reservations expire)"
+    synced = "synced" if document.get("synced") else "NOT synced yet"
+    cluster = document.get("cluster") or "the cluster"
+    pods = document.get("pods")
+    counted = f", {pods} pods watched" if isinstance(pods, int) else ""
+    return f"{synced} with {cluster}{counted}"
+
+
+def run_usage(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
+    stream = out if out is not None else sys.stdout
+    try:
+        document = fetch_status(args.server)
+        if args.output == "json":
+            stream.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        else:
+            stream.write(render(document, tenants=args.tenant))
+    except UsageError as exc:
+        print(f"tenantgate usage: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+__all__ = ["DEFAULT_SERVER", "UsageError", "bar", "fetch_status", "register", "render", "run_usage"]

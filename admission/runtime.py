@@ -1,0 +1,679 @@
+"""Everything ``tenantgate serve`` runs, wired in one place: :func:`build_runtime`.
+
+The runtime owns the process's state and its background work:
+
+* the config (``--config`` or the embedded example), compiled into a policy; the file is polled
+  and a changed one swapped in atomically, while a broken one keeps the last good policy (every
+  problem logged as ``FILE:LINE: FIELD: MESSAGE``, a readiness detail and a metric say so);
+* the in-memory ledger, the :class:`~tenants.decisions.PolicyAdmitter` and the
+  :class:`~tenants.controller.LedgerController` keeping the ledger equal to the cluster;
+* the cluster connection (in-cluster, a kubeconfig, or offline, said loudly) and its watches,
+  whose priority classes replace the config's values (a class the config names that the
+  cluster lacks is reported in ``/readyz`` and makes tenantgate deny, with a clear message, a pod
+  it would give that class: the API server would reject it with a cryptic one);
+* readiness (config, certs, cluster), metrics, ``/status``, and the periodic reservation
+  expiry, full recount and certificate check.
+
+Every ledger change happens on the event-loop thread: admission awaits the ledger store there
+and the watch threads hand their events over with ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from starlette.applications import Starlette
+
+import certs
+from admission.app import create_app, create_metrics_app
+from admission.health import Check, Readiness
+from admission.metrics import Metrics
+from admission.server import ServeError
+from admission.settings import Settings
+from admission.status import StatusCollector, StatusSources, status_route
+from classifier import podview
+from classifier.config import PriorityClassSpec
+from tenants.config import Policy, PolicyError, TenantgateConfig, compile_policy
+from tenants.configfile import ConfigError, LoadedConfig, load
+from tenants.controller import LedgerController, find_drift
+from tenants.decisions import PolicyAdmitter
+from tenants.kube.backoff import BackoffPolicy
+from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
+from tenants.kube.errors import KubeError
+from tenants.kube.leader import (
+    KubeLeaseClient,
+    LeaderCollector,
+    LeaderDuties,
+    LeaderElector,
+    LeaseTimings,
+)
+from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, LedgerStoreCollector
+from tenants.kube.sync import ClusterSync, PriorityClassTable
+from tenants.ledger import MemoryLedger, cancel
+from tenants.verdicts import AdmissionInput, Verdict
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONFIG: Final = Path(__file__).resolve().parent / "defaults" / "tenantgate.yaml"
+_CERTS_RETRY_SECONDS: Final = 1.0
+_SHARED_RESOURCES: Final[tuple[Resource, ...]] = ("namespaces", "priorityclasses")
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """How often the background work runs. Each can be set as ``TENANTGATE_<FIELD>``."""
+
+    config_poll_seconds: float = 2.0
+    sweep_seconds: float = 5.0
+    recount_seconds: float = 300.0
+    cert_check_seconds: float = 30.0
+    watch_timeout_seconds: int = 300
+    # Leader election of the kubernetes ledger backend (client-go's usual 15 s / 10 s / 2 s).
+    lease_duration_seconds: float = 15.0
+    lease_renew_deadline_seconds: float = 10.0
+    lease_retry_period_seconds: float = 2.0
+
+    def lease_timings(self) -> LeaseTimings:
+        try:
+            return LeaseTimings(
+                lease_duration=self.lease_duration_seconds,
+                renew_deadline=self.lease_renew_deadline_seconds,
+                retry_period=self.lease_retry_period_seconds,
+            )
+        except ValueError as exc:
+            raise ServeError(f"TENANTGATE_LEASE_*: {exc}") from None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Timings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            raw = env.get(f"TENANTGATE_{item.name.upper()}")
+            if raw is None or not raw.strip():
+                continue
+            kind = int if item.type in ("int", int) else float
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise ServeError(
+                    f"TENANTGATE_{item.name.upper()}={raw!r} is not a number"
+                ) from None
+            if value <= 0:
+                raise ServeError(f"TENANTGATE_{item.name.upper()} must be positive")
+            values[item.name] = value
+        return cls(**values)
+
+
+# --------------------------------------------------------------------------- priority classes
+
+
+def effective_config(
+    config: TenantgateConfig, live: PriorityClassTable
+) -> tuple[TenantgateConfig, frozenset[str]]:
+    """``config`` with the cluster's values for the priority classes it names.
+
+    Returns it and the names the cluster does not have (they keep the config's values).
+    """
+    merged: dict[str, PriorityClassSpec] = {}
+    missing: set[str] = set()
+    for name, spec in config.priorityClasses.items():
+        actual = live.get(name)
+        if actual is None:
+            missing.add(name)
+            merged[name] = spec
+            continue
+        if (actual.value, actual.preemptionPolicy) != (spec.value, spec.preemptionPolicy):
+            logger.info(
+                "priority class %s: the cluster's value %d (%s) replaces the config's %d (%s)",
+                name,
+                actual.value,
+                actual.preemptionPolicy,
+                spec.value,
+                spec.preemptionPolicy,
+            )
+        merged[name] = spec.model_copy(
+            update={"value": actual.value, "preemptionPolicy": actual.preemptionPolicy}
+        )
+    return config.model_copy(update={"priorityClasses": merged}), frozenset(missing)
+
+
+def missing_classes_detail(missing: frozenset[str]) -> str:
+    return (
+        f"priority classes named by the config do not exist in the cluster: "
+        f"{', '.join(sorted(missing))} (pods that would get them are denied)"
+    )
+
+
+class ClusterGuard:
+    """The admitter as the cluster's state allows it to answer.
+
+    While the first sync is running the ledger does not know the cluster's pods yet, so pods of
+    claimed namespaces get a retryable denial rather than an answer that may over-admit. A pod
+    the policy would give a priority class the cluster does not have is denied with that
+    reason (and its fresh booking cancelled): the API server would refuse it anyway.
+    """
+
+    def __init__(
+        self,
+        inner: PolicyAdmitter,
+        *,
+        synced: Callable[[], bool],
+        namespace_labels: Callable[[str], Mapping[str, str] | None],
+    ) -> None:
+        self.inner = inner
+        self._synced = synced
+        self._namespace_labels = namespace_labels
+        self.missing_classes: frozenset[str] = frozenset()
+
+    @property
+    def policy(self) -> Policy:
+        return self.inner.policy
+
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        waiting = self._waiting(request)
+        if waiting is not None:
+            return waiting
+        verdict = await self.inner.mutate(request, now=now)
+        if not self.missing_classes or not verdict.allowed or verdict.patched is None:
+            return verdict
+        written = podview.string(podview.spec(verdict.patched).get("priorityClassName"))
+        asked = podview.string(podview.spec(request.object or {}).get("priorityClassName"))
+        if written is None or written == asked or written not in self.missing_classes:
+            return verdict
+        tenant = verdict.audit_annotations.get("tenant")
+        reservation = verdict.audit_annotations.get("reservation")
+        if tenant and reservation and not request.dry_run:
+            await self.inner.ledger.transact(
+                tenant, lambda ledger: (cancel(ledger, reservation_id=reservation), None)
+            )
+        tier = verdict.audit_annotations.get("tier", "")
+        return Verdict.deny(
+            f"priority class {written} (tier {tier} of tenant {tenant}) does not exist in the "
+            "cluster; ask the platform team to create it (deploy/webhooks/) or to fix the "
+            "tenantgate config"
+        )
+
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        waiting = self._waiting(request)
+        if waiting is not None:
+            return waiting
+        return await self.inner.validate(request, now=now)
+
+    def _waiting(self, request: AdmissionInput) -> Verdict | None:
+        if self._synced():
+            return None
+        if request.kind != "Pod" or request.group or request.operation not in ("CREATE", "UPDATE"):
+            return None
+        if request.operation == "UPDATE" and request.sub_resource != "resize":
+            return None
+        policy = self.inner.policy
+        namespace = request.namespace
+        if policy.tenant_for(namespace, self._namespace_labels(namespace)) is None:
+            return None
+        return Verdict.deny(
+            "tenantgate is still counting the cluster's pods (ledger not synced yet); "
+            "retry in a few seconds",
+            code=503,
+            reason="ServiceUnavailable",
+        )
+
+
+# --------------------------------------------------------------------------- the runtime
+
+
+async def recount(controller: LedgerController, *, clock: Callable[[], float]) -> None:
+    """One full recount, with the pass over every pod off the event loop.
+
+    The controller's state is copied on the loop, compared with the truth in a thread (150,000
+    pods take a fraction of a second there, which admission must not wait for), and only a
+    suspect tenant is checked again and repaired on the loop.
+    """
+    try:
+        frozen = controller.freeze(now=clock())
+        suspects = await asyncio.to_thread(find_drift, frozen)
+        if not suspects:
+            controller.mark_recounted(now=frozen.now)
+            logger.debug("recount: the ledger matches %d pods", len(frozen.pods))
+            return
+        controller.recount(now=clock())
+    except Exception:
+        logger.exception("ledger recount failed")
+
+
+def _count(problems: int) -> str:
+    return f"{problems} problem{'' if problems == 1 else 's'}"
+
+
+def _fingerprint(path: Path) -> str | None:
+    """A digest of the file's content (None when unreadable): ConfigMap updates swap symlinks,
+    so content, not mtime, is what tells a change."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+class Runtime:
+    """The running webhook: apps, state and background tasks (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        loaded: LoadedConfig,
+        config_path: Path,
+        target: ClusterTarget,
+        connection: Connection | None,
+        timings: Timings,
+        clock: Callable[[], float],
+    ) -> None:
+        self.settings = settings
+        self.timings = timings
+        self.target = target
+        self.connection = connection
+        self._clock = clock
+        self._config_path = config_path
+        self._watch_config = settings.config is not None
+        self._loaded = loaded
+        self._fingerprint = _fingerprint(config_path)
+        self._live_classes: PriorityClassTable | None = None
+        self._recompile_lock = asyncio.Lock()
+        self._recompile_task: asyncio.Task[None] | None = None
+        self.config_reload_failures = 0
+        self.config_error: str | None = None
+        self._restart_lock = threading.Lock()
+        self._restarts: dict[tuple[str, str], int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+
+        policy = loaded.policy
+        self.ledger: MemoryLedger | KubeLedgerStore = self._ledger_store(policy, connection)
+        self.controller = LedgerController(self.ledger, policy=policy)
+        online = connection is not None
+        self.admitter = PolicyAdmitter(
+            policy,
+            self.ledger,
+            namespace_labels=self.controller.namespace_labels if online else None,
+        )
+        self.sync: ClusterSync | None = None
+        if connection is not None:
+            self.sync = ClusterSync(
+                connection,
+                controller=self.controller,
+                on_priority_classes=self._priority_classes_changed,
+                clock=clock,
+                on_restart=self._count_restart,
+                backoff=BackoffPolicy(),
+                watch_timeout=timings.watch_timeout_seconds,
+                # With the kubernetes ledger only the lease holder watches pods (LeaderDuties).
+                resources=_SHARED_RESOURCES if self.shared else RESOURCES,
+            )
+        self.elector: LeaderElector | None = None
+        self.duties: LeaderDuties | None = None
+        if isinstance(self.ledger, KubeLedgerStore) and connection is not None:
+            self.elector = LeaderElector(
+                KubeLeaseClient(connection.api_client, namespace=settings.namespace),
+                timings=timings.lease_timings(),
+                on_leading=self.ledger.set_leading,
+            )
+            self.duties = LeaderDuties(
+                store=self.ledger,
+                controller=self.controller,
+                connect=lambda: Connection.open(target),
+                sweep_seconds=timings.sweep_seconds,
+                recount_seconds=timings.recount_seconds,
+                watch_timeout=timings.watch_timeout_seconds,
+                clock=clock,
+                on_restart=self._count_restart,
+                backoff=BackoffPolicy(),
+            )
+        self.guard = ClusterGuard(
+            self.admitter, synced=self.synced, namespace_labels=self.controller.namespace_labels
+        )
+
+        self.readiness = Readiness()
+        self.readiness.mark_ok("config", self._config_detail())
+        self.readiness.add_probe("cluster", self._cluster_check)
+        if self.elector is not None:
+            self.readiness.add_probe("ledger", self._ledger_check)
+        self.metrics = Metrics()
+        sources = StatusSources(
+            policy=lambda: self.admitter.policy,
+            ledgers=self.ledger.snapshot,
+            synced=self.synced,
+            mode=target.mode,
+            cluster=connection.host if connection is not None else None,
+            stats=lambda: self.controller.stats,
+            pods=lambda: self.controller.pod_count if online else None,
+            config=self._config_status,
+        )
+        self.metrics.registry.register(
+            StatusCollector(
+                sources,
+                watch_restarts=self._restart_counts,
+                config_reload_failures=lambda: self.config_reload_failures,
+                config_ok=lambda: self.config_error is None,
+            )
+        )
+        if isinstance(self.ledger, KubeLedgerStore):
+            self.metrics.registry.register(LedgerStoreCollector(self.ledger))
+        if self.elector is not None:
+            self.metrics.registry.register(LeaderCollector(self.elector))
+        self.app: Starlette = create_app(
+            settings,
+            admitter=self.guard,
+            readiness=self.readiness,
+            metrics=self.metrics,
+            clock=clock,
+        )
+        self.metrics_app: Starlette = create_metrics_app(
+            readiness=self.readiness, metrics=self.metrics, extra_routes=[status_route(sources)]
+        )
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        return self.admitter.policy
+
+    @property
+    def config(self) -> LoadedConfig:
+        return self._loaded
+
+    def synced(self) -> bool:
+        """Whether the ledger reflects the cluster (always true offline: nothing to sync)."""
+        return self.sync is None or self.sync.synced
+
+    @property
+    def shared(self) -> bool:
+        """Whether the ledger lives in the Kubernetes API, shared with other replicas."""
+        return isinstance(self.ledger, KubeLedgerStore)
+
+    @staticmethod
+    def _ledger_store(
+        policy: Policy, connection: Connection | None
+    ) -> MemoryLedger | KubeLedgerStore:
+        if policy.config.ledger.backend != "kubernetes":
+            return MemoryLedger()
+        if connection is None:
+            logger.warning(
+                "ledger.backend is kubernetes but no cluster is configured: counting in memory"
+            )
+            return MemoryLedger()
+        logger.info("ledger: TenantLedger objects in %s, shared by every replica", connection.host)
+        return KubeLedgerStore(KubeLedgerClient(connection.api_client))
+
+    def _ledger_check(self) -> Check:
+        # Never a reason to be unready: admission works on every replica, leading or not.
+        elector = self.elector
+        if elector is None:
+            return Check(ok=True, detail="in memory")
+        holder = elector.holder or "nobody yet"
+        if elector.is_leader:
+            holder = f"{holder} (this replica)"
+        return Check(
+            ok=True, detail=f"kubernetes: TenantLedger objects; controller lease held by {holder}"
+        )
+
+    def _config_detail(self) -> str:
+        tenants = len(self._loaded.policy.tenants)
+        source = self._loaded.file if self._watch_config else f"embedded {self._loaded.file}"
+        return f"{source}: {tenants} tenants"
+
+    def _config_status(self) -> dict[str, Any]:
+        return {
+            "file": str(self._config_path),
+            "watched": self._watch_config,
+            "tenants": len(self._loaded.policy.tenants),
+            "reloadError": self.config_error,
+            "missingPriorityClasses": sorted(self.guard.missing_classes),
+        }
+
+    def _cluster_check(self) -> Check:
+        if self.sync is None:
+            return Check(
+                ok=True, detail=f"offline: {self.target.source}; ledger counts admissions only"
+            )
+        ok, detail = self.sync.readiness_detail()
+        return Check(ok=ok, detail=detail)
+
+    def _count_restart(self, resource: str, reason: str) -> None:
+        # Called from the watch threads.
+        with self._restart_lock:
+            key = (resource, reason)
+            self._restarts[key] = self._restarts.get(key, 0) + 1
+
+    def _restart_counts(self) -> dict[tuple[str, str], int]:
+        with self._restart_lock:
+            return dict(self._restarts)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Start the background work; returns at once (readiness tells when synced)."""
+        if self._started:
+            return
+        self._started = True
+        loop = asyncio.get_running_loop()
+        if self.sync is not None:
+            logger.info("cluster: %s (%s)", self.target.source, self.sync.connection.host)
+            self.sync.start(loop)
+        else:
+            logger.warning(
+                "running OFFLINE: %s (no --kubeconfig, KUBECONFIG or in-cluster service "
+                "account); the ledger counts admissions only and releases them after "
+                "reservationTTLSeconds",
+                self.target.source,
+                extra={"mode": "offline"},
+            )
+        self._spawn(self._certificate_loop(), "certificates")
+        if self.elector is not None and self.duties is not None:
+            # Sweep, recount and the pod watch run on the lease holder only.
+            self._spawn(self.elector.run(self.duties.run), "leader-election")
+        else:
+            self._spawn(self._sweep_loop(), "sweep")
+            if self.sync is not None:
+                self._spawn(self._recount_loop(), "recount")
+        if self._watch_config:
+            self._spawn(self._config_loop(), "config")
+
+    async def shutdown(self) -> None:
+        """Stop the background work and the watches."""
+        tasks, self._tasks = self._tasks, []
+        if self._recompile_task is not None:
+            tasks.append(self._recompile_task)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if isinstance(self.ledger, KubeLedgerStore):
+            await self.ledger.close()
+        if self.sync is not None:
+            await self.sync.stop()
+        elif self.connection is not None:
+            self.connection.close()
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        self._tasks.append(asyncio.create_task(coroutine, name=f"tenantgate-{name}"))
+
+    # -- periodic work -------------------------------------------------------------------
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.timings.sweep_seconds)
+            try:
+                self.controller.sweep(now=self._clock())
+            except Exception:
+                logger.exception("reservation sweep failed")
+
+    async def _recount_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.timings.recount_seconds)
+            if self.synced():
+                await recount(self.controller, clock=self._clock)
+
+    async def _certificate_loop(self) -> None:
+        directory = self.settings.cert_dir
+        while True:
+            found = await asyncio.to_thread(certs.problems, directory, now=datetime.now(UTC))
+            if found:
+                self.readiness.mark_failed("certs", "; ".join(found))
+                # The server creates missing material as it starts: look again soon.
+                await asyncio.sleep(min(_CERTS_RETRY_SECONDS, self.timings.cert_check_seconds))
+            else:
+                self.readiness.mark_ok("certs", f"serving material in {directory} is valid")
+                await asyncio.sleep(self.timings.cert_check_seconds)
+
+    async def _config_loop(self) -> None:
+        path = self._config_path
+        while True:
+            await asyncio.sleep(self.timings.config_poll_seconds)
+            fingerprint = await asyncio.to_thread(_fingerprint, path)
+            if fingerprint == self._fingerprint:
+                continue
+            self._fingerprint = fingerprint
+            try:
+                loaded = await asyncio.to_thread(load, path)
+            except ConfigError as exc:
+                self._reject_config(exc)
+                continue
+            except Exception:
+                logger.exception("config reload of %s failed", path)
+                continue
+            previous = self._loaded.config.ledger.backend
+            self._loaded = loaded
+            self.config_error = None
+            if loaded.config.ledger.backend != previous:
+                logger.warning(
+                    "ledger.backend %s takes effect at the next restart (running with %s)",
+                    loaded.config.ledger.backend,
+                    previous,
+                )
+            await self._recompile(reason="config reloaded")
+            self.readiness.mark_ok("config", self._config_detail())
+
+    def _reject_config(self, exc: ConfigError) -> None:
+        self.config_reload_failures += 1
+        problems = [str(problem) for problem in exc.problems]
+        for problem in problems:
+            logger.error("config rejected: %s", problem)
+        self.config_error = f"{_count(len(problems))}: {problems[0]}" if problems else str(exc)
+        logger.error(
+            "config %s rejected (%s); keeping the last good config",
+            self._config_path,
+            _count(len(problems)),
+            extra={"problems": len(problems)},
+        )
+        # Still ready: the last good config keeps serving; the detail says what is wrong.
+        self.readiness.mark_ok(
+            "config", f"{self._config_detail()} (last good); reload rejected: {self.config_error}"
+        )
+
+    # -- policy --------------------------------------------------------------------------
+
+    def _priority_classes_changed(self, table: PriorityClassTable) -> None:
+        # On the event loop (the watch sink): recompile off the loop, swap on it.
+        self._live_classes = table
+        if self._recompile_task is None or self._recompile_task.done():
+            self._recompile_task = asyncio.get_running_loop().create_task(
+                self._recompile(reason="priority classes changed")
+            )
+
+    async def _recompile(self, *, reason: str) -> None:
+        """Install the current config with the cluster's priority classes, atomically."""
+        async with self._recompile_lock:
+            while True:
+                loaded, live = self._loaded, self._live_classes
+                policy, missing = await asyncio.to_thread(self._compile, loaded, live)
+                if loaded is self._loaded and live is self._live_classes:
+                    break  # nothing changed while compiling
+            self.admitter.replace_policy(policy)
+            self.controller.set_policy(policy, now=self._clock())
+            self.guard.missing_classes = missing
+            if live is not None:
+                if missing:
+                    self.readiness.mark_ok("priorityClasses", missing_classes_detail(missing))
+                    logger.warning(missing_classes_detail(missing))
+                else:
+                    self.readiness.mark_ok(
+                        "priorityClasses",
+                        f"all {len(loaded.config.priorityClasses)} priority classes of the "
+                        "config exist in the cluster",
+                    )
+            logger.info("policy installed (%s): %d tenants", reason, len(policy.tenants))
+
+    @staticmethod
+    def _compile(
+        loaded: LoadedConfig, live: PriorityClassTable | None
+    ) -> tuple[Policy, frozenset[str]]:
+        if live is None:
+            return loaded.policy, frozenset()
+        config, missing = effective_config(loaded.config, live)
+        try:
+            return compile_policy(config), missing
+        except PolicyError as exc:
+            logger.error("the cluster's priority classes do not compile with the config: %s", exc)
+            return loaded.policy, missing
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    timings: Timings | None = None,
+    clock: Callable[[], float] = time.time,
+    environ: Mapping[str, str] | None = None,
+) -> Runtime:
+    """Load the config, decide where the cluster is, and wire everything (no network yet).
+
+    Raises :class:`~admission.server.ServeError` when the config or the cluster
+    configuration cannot be used: a server must not start on a config it cannot read.
+    """
+    path = settings.config if settings.config is not None else DEFAULT_CONFIG
+    try:
+        loaded = load(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            logger.error("config: %s", problem)
+        raise ServeError(f"config {path} is invalid ({_count(len(exc.problems))})") from None
+    target = resolve_target(
+        kubeconfig=settings.kubeconfig, offline=settings.offline, environ=environ
+    )
+    connection: Connection | None = None
+    if not target.offline:
+        try:
+            connection = Connection.open(target)
+        except KubeError as exc:
+            raise ServeError(f"cannot use {target.source}: {exc}") from exc
+    return Runtime(
+        settings,
+        loaded=loaded,
+        config_path=Path(path),
+        target=target,
+        connection=connection,
+        timings=timings if timings is not None else Timings.from_environ(environ),
+        clock=clock,
+    )
+
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "ClusterGuard",
+    "Runtime",
+    "Timings",
+    "build_runtime",
+    "effective_config",
+    "missing_classes_detail",
+    "recount",
+]

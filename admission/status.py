@@ -1,0 +1,263 @@
+"""What the ledger says right now: the ``/status`` JSON and the matching Prometheus metrics.
+
+``GET /status`` (metrics port) answers::
+
+    {"tenants": {NAME: {"guaranteed": {RES: QTY}, "ceiling": {RES: QTY},
+                        "used": {"guaranteed": {RES: QTY}, "burst": {RES: QTY}},
+                        "reservations": N, "pods": N}},
+     "synced": bool, "mode": "kubeconfig" | "in-cluster" | "offline", "cluster": URL | null,
+     "config": {...}, "pods": N, "lastRecount": UNIX | null, "generatedAt": UNIX}
+
+Quantities are canonical Kubernetes strings, keys sorted. ``tenantgate usage`` renders it, and
+``tenants.ledger.ledger_from_usage`` reads it back (so CI can ask whether a pod would still fit
+at today's usage). :class:`StatusCollector` exposes the same numbers (in base units) plus the
+controller's counters to Prometheus; both are read on the event-loop thread, where the ledger
+changes, so one answer is one consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from classifier.quantities import Quantity
+from tenants.config import Policy
+from tenants.controller import ControllerStats
+from tenants.ledger import TenantLedger
+
+logger = logging.getLogger(__name__)
+
+_NANO = 10**9
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSources:
+    """Where the status reads from; every callable is cheap and called on the event loop."""
+
+    policy: Callable[[], Policy]
+    ledgers: Callable[[], Mapping[str, TenantLedger]]
+    synced: Callable[[], bool]
+    mode: str
+    cluster: str | None = None
+    stats: Callable[[], ControllerStats | None] = lambda: None
+    pods: Callable[[], int | None] = lambda: None
+    config: Callable[[], Mapping[str, Any]] = dict
+
+
+def _quantities(amount: Mapping[str, Quantity]) -> dict[str, str]:
+    return {name: str(amount[name]) for name in sorted(amount)}
+
+
+def status_document(sources: StatusSources, *, now: float | None = None) -> dict[str, Any]:
+    """The ``/status`` document (see the module docstring)."""
+    policy = sources.policy()
+    ledgers = sources.ledgers()
+    tenants: dict[str, Any] = {}
+    for name in sorted(policy.tenants):
+        quota = policy.tenants[name].quota
+        ledger = ledgers.get(name) or TenantLedger(name)
+        tenants[name] = {
+            "guaranteed": _quantities(quota.guaranteed),
+            "ceiling": _quantities(quota.ceiling),
+            "used": {
+                "guaranteed": _quantities(ledger.guaranteed),
+                "burst": _quantities(ledger.burst),
+            },
+            "reservations": len(ledger.reservations),
+            "pods": len(ledger.charges),
+        }
+    stats = sources.stats()
+    return {
+        "tenants": tenants,
+        "synced": sources.synced(),
+        "mode": sources.mode,
+        "cluster": sources.cluster,
+        "config": dict(sources.config()),
+        "pods": sources.pods(),
+        "lastRecount": stats.last_recount_at if stats is not None else None,
+        "generatedAt": time.time() if now is None else now,
+    }
+
+
+def status_route(sources: StatusSources) -> Route:
+    """``GET /status``."""
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(status_document(sources))
+
+    return Route("/status", status, methods=["GET"], name="status")
+
+
+def _base_units(quantity: Quantity) -> float:
+    # Prometheus samples are floats; only the exposition edge converts.
+    return quantity.nanos / _NANO
+
+
+class StatusCollector(Collector):
+    """Per-tenant quota and usage gauges, and the ledger controller's counters."""
+
+    def __init__(
+        self,
+        sources: StatusSources,
+        *,
+        watch_restarts: Callable[[], Mapping[tuple[str, str], int]] = dict,
+        config_reload_failures: Callable[[], int] = lambda: 0,
+        config_ok: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._sources = sources
+        self._watch_restarts = watch_restarts
+        self._config_reload_failures = config_reload_failures
+        self._config_ok = config_ok
+
+    def describe(self) -> Iterable[Metric]:
+        # Nothing up front: the tenants are only known when scraped.
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        policy = self._sources.policy()
+        ledgers = self._sources.ledgers()
+        guaranteed = GaugeMetricFamily(
+            "tenantgate_tenant_guaranteed",
+            "A tenant's guaranteed share, per resource (base units).",
+            labels=["tenant", "resource"],
+        )
+        ceiling = GaugeMetricFamily(
+            "tenantgate_tenant_ceiling",
+            "A tenant's burst ceiling, per resource (base units).",
+            labels=["tenant", "resource"],
+        )
+        used = GaugeMetricFamily(
+            "tenantgate_tenant_used",
+            "Usage booked in the ledger, per tenant, tier and resource (base units).",
+            labels=["tenant", "tier", "resource"],
+        )
+        reservations = GaugeMetricFamily(
+            "tenantgate_tenant_reservations",
+            "Reservations booked at admission and not yet confirmed by a stored pod.",
+            labels=["tenant"],
+        )
+        pods = GaugeMetricFamily(
+            "tenantgate_tenant_pods", "Stored pods charged to the tenant.", labels=["tenant"]
+        )
+        for name in sorted(policy.tenants):
+            quota = policy.tenants[name].quota
+            ledger = ledgers.get(name) or TenantLedger(name)
+            for resource, amount in sorted(quota.guaranteed.items()):
+                guaranteed.add_metric([name, resource], _base_units(amount))
+            for resource, amount in sorted(quota.ceiling.items()):
+                ceiling.add_metric([name, resource], _base_units(amount))
+            for tier in ("guaranteed", "burst"):
+                usage = ledger.guaranteed if tier == "guaranteed" else ledger.burst
+                for resource in sorted(set(quota.ceiling) | set(usage)):
+                    in_use = usage.get(resource)
+                    used.add_metric(
+                        [name, tier, resource], _base_units(in_use) if in_use is not None else 0.0
+                    )
+            reservations.add_metric([name], len(ledger.reservations))
+            pods.add_metric([name], len(ledger.charges))
+        yield from (guaranteed, ceiling, used, reservations, pods)
+
+        synced = GaugeMetricFamily(
+            "tenantgate_cluster_synced",
+            "1 once pods, namespaces and priority classes are synced (always 1 offline).",
+        )
+        synced.add_metric([], 1.0 if self._sources.synced() else 0.0)
+        yield synced
+
+        restarts = CounterMetricFamily(
+            "tenantgate_watch_restarts",
+            "Watches restarted, by resource and reason (closed, expired, error).",
+            labels=["resource", "reason"],
+        )
+        for (resource, reason), count in sorted(self._watch_restarts().items()):
+            restarts.add_metric([resource, reason], count)
+        yield restarts
+
+        config_failures = CounterMetricFamily(
+            "tenantgate_config_reload_failures",
+            "Config reloads rejected (the last good config stays in use).",
+        )
+        config_failures.add_metric([], self._config_reload_failures())
+        yield config_failures
+        config_ok = GaugeMetricFamily(
+            "tenantgate_config_last_reload_ok",
+            "1 when the config file in use is the one on disk, 0 after a rejected reload.",
+        )
+        config_ok.add_metric([], 1.0 if self._config_ok() else 0.0)
+        yield config_ok
+
+        stats = self._sources.stats()
+        if stats is not None:
+            yield from _controller_metrics(stats, self._sources.pods())
+
+
+def _counter(name: str, documentation: str, label: str, values: Mapping[str, int]) -> Metric:
+    family = CounterMetricFamily(name, documentation, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
+
+
+def _controller_metrics(stats: ControllerStats, pods: int | None) -> Iterable[Metric]:
+    yield _counter(
+        "tenantgate_pods_unadmitted",
+        "Stored pods found without passing the webhook (counted on their own request).",
+        "tenant",
+        stats.unadmitted,
+    )
+    yield _counter(
+        "tenantgate_pods_late",
+        "Stored pods whose reservation had already expired (raise reservationTTLSeconds?).",
+        "tenant",
+        stats.late,
+    )
+    yield _counter(
+        "tenantgate_reservations_expired",
+        "Reservations released unconfirmed after their TTL (pod rejected later, or lost).",
+        "tenant",
+        stats.expired,
+    )
+    yield _counter(
+        "tenantgate_pods_released",
+        "Pod charges released, by reason (deleted, finished, terminating, moved).",
+        "reason",
+        stats.released,
+    )
+    yield _counter(
+        "tenantgate_ledger_drift_repairs",
+        "Recounts that found the ledger different from the live pods and repaired it.",
+        "tenant",
+        stats.drift_repairs,
+    )
+    confirmed = CounterMetricFamily(
+        "tenantgate_reservations_confirmed", "Reservations confirmed by a stored pod."
+    )
+    confirmed.add_metric([], stats.confirmed)
+    yield confirmed
+    recounts = CounterMetricFamily("tenantgate_ledger_recounts", "Full recounts run.")
+    recounts.add_metric([], stats.recounts)
+    yield recounts
+    drift = GaugeMetricFamily(
+        "tenantgate_ledger_drift",
+        "Ledger minus truth found by the last recount, per tenant, tier, resource (base units).",
+        labels=["tenant", "tier", "resource"],
+    )
+    for (tenant, tier, resource), amount in sorted(stats.last_drift.items()):
+        drift.add_metric([tenant, tier, resource], _base_units(amount))
+    yield drift
+    if pods is not None:
+        tracked = GaugeMetricFamily("tenantgate_pods_tracked", "Pods known from the watch.")
+        tracked.add_metric([], pods)
+        yield tracked
+
+
+__all__ = ["StatusCollector", "StatusSources", "status_document", "status_route"]

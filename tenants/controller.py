@@ -1,0 +1,981 @@
+"""The ledger's lifecycle: what the cluster's pods do to the quota ledger after admission.
+
+The admission path books reservations; this module keeps the ledger equal to the truth of the
+cluster afterwards. It is pure in the sense of the core: no I/O, time passed in as ``now``. The
+watch machinery (``tenants.kube``) turns API objects into :class:`PodFacts` and calls a
+:class:`LedgerController` on the event-loop thread, the same thread that runs admission, so a
+check-and-book in the admission path never interleaves with a ledger change made here.
+
+* A stored pod carrying a reservation confirms it (the reservation becomes the pod's charge).
+  A pod without one (created while the webhook was down or before tenantgate was installed)
+  is charged from its own request and reported.
+* A deleted pod, one reaching ``Succeeded``/``Failed``, or one stuck terminating past its
+  grace period (as the ResourceQuota evaluator decides) releases its usage exactly once.
+* Namespace labels decide ``namespaceSelector`` tenants: relabelling moves the namespace's pods
+  (their charges) to the new tenant.
+* :meth:`LedgerController.sweep` expires reservations never confirmed.
+* :meth:`LedgerController.recount` computes the truth (live pods + open reservations), repairs
+  any difference from the incrementally kept ledger and reports it per tenant and resource.
+
+Per-event cost does not grow with the number of pods: the ledger keeps charges in a persistent
+map (O(log n) per change), the index here is a dict, and bulk work (the first list, a recount)
+builds ledgers in one pass rather than one transition per pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal, Protocol, TypeVar
+
+from classifier import podview
+from classifier.quantities import Quantity, QuantityFormat
+from classifier.resources import PodResourceError, pod_requests
+from tenants.config import RESERVATION_ANNOTATION, TIER_LABEL, Policy
+from tenants.ledger import (
+    Charge,
+    Reservation,
+    TenantLedger,
+    Tier,
+    cancel,
+    confirm,
+    expire,
+    release,
+)
+
+logger = logging.getLogger(__name__)
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+TIER_NAMES: Final[tuple[Tier, ...]] = ("guaranteed", "burst")
+_MAX_LOGGED_NAMES: Final = 5
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- pod facts
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What the ledger needs to know about one stored pod, read once from its JSON.
+
+    ``release_at`` is ``deletionTimestamp + deletionGracePeriodSeconds`` for a terminating pod:
+    like the ResourceQuota evaluator, a pod stuck terminating past it (a lost node) is no
+    longer charged. ``invalid`` says why the request could not be computed (it then counts as
+    one pod and nothing else).
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str
+    amount: Mapping[str, Quantity]
+    tier_label: Tier | None = None
+    priority_class: str | None = None
+    reservation: str | None = None
+    terminal: bool = False
+    release_at: float | None = None
+    invalid: str | None = None
+
+    def counted(self, now: float) -> bool:
+        """Whether the pod holds quota at ``now``."""
+        if self.terminal:
+            return False
+        return self.release_at is None or now <= self.release_at
+
+    def tier(self, burst_class: str) -> Tier:
+        """The tier to charge when no reservation says: its label, else its priority class."""
+        if self.tier_label is not None:
+            return self.tier_label
+        return "burst" if self.priority_class == burst_class else "guaranteed"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+_ONE_POD: Final[Mapping[str, Quantity]] = {"pods": Quantity.from_int(1)}
+
+
+class AmountInterner:
+    """Shares one mapping between pods with the same request (a Deployment's replicas).
+
+    150,000 pods usually have a few hundred distinct requests; keeping one copy of each saves
+    most of the memory the per-pod amounts would take. Bounded: past ``limit`` distinct amounts
+    new ones are simply not shared.
+    """
+
+    def __init__(self, *, limit: int = 65536) -> None:
+        self._limit = limit
+        self._amounts: dict[
+            tuple[tuple[str, int, QuantityFormat], ...], Mapping[str, Quantity]
+        ] = {}
+
+    def __call__(self, amount: dict[str, Quantity]) -> Mapping[str, Quantity]:
+        key = tuple(sorted((name, q.nanos, q.format) for name, q in amount.items()))
+        shared = self._amounts.get(key)
+        if shared is not None:
+            return shared
+        if len(self._amounts) < self._limit:
+            # setdefault: two converter threads may race here; either copy is correct.
+            return self._amounts.setdefault(key, amount)
+        return amount
+
+
+def _timestamp(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -> PodFacts | None:
+    """The facts of a pod as the API server stores it; None without a uid or namespace."""
+    meta = podview.metadata(pod)
+    uid = podview.string(meta.get("uid"))
+    namespace = podview.string(meta.get("namespace"))
+    if not uid or not namespace:
+        return None
+    name = podview.string(meta.get("name")) or ""
+    version = podview.string(meta.get("resourceVersion")) or ""
+    invalid: str | None = None
+    amount: Mapping[str, Quantity]
+    try:
+        computed = pod_requests(pod)
+        amount = intern(computed) if intern is not None else computed
+    except PodResourceError as exc:
+        amount = _ONE_POD
+        invalid = str(exc)
+    label = podview.labels(pod).get(TIER_LABEL)
+    tier_label: Tier | None = (
+        "burst" if label == "burst" else "guaranteed" if label == "guaranteed" else None
+    )
+    release_at: float | None = None
+    deleted_at = _timestamp(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds")
+    if deleted_at is not None and isinstance(grace, int) and not isinstance(grace, bool):
+        release_at = deleted_at + grace
+    return PodFacts(
+        uid=uid,
+        namespace=namespace,
+        name=name,
+        resource_version=version,
+        amount=amount,
+        tier_label=tier_label,
+        priority_class=podview.string(podview.spec(pod).get("priorityClassName")) or None,
+        reservation=podview.annotation_map(pod).get(RESERVATION_ANNOTATION) or None,
+        terminal=podview.phase(pod) in TERMINAL_PHASES,
+        release_at=release_at,
+        invalid=invalid,
+    )
+
+
+# --------------------------------------------------------------------------- ledger changes
+
+
+Outcome = Literal["charged", "confirmed", "unadmitted", "late", "known"]
+
+
+def charge_pod(
+    ledger: TenantLedger, facts: PodFacts, *, burst_class: str, carry: Charge | None = None
+) -> tuple[TenantLedger, Outcome]:
+    """Charge a live pod to ``ledger``: confirm its reservation, or charge its own request.
+
+    ``carry`` is the charge the pod held in another tenant (its namespace moved): it moves as
+    it was. A pod already charged is left alone, so repeated events charge exactly once.
+    Outcome: ``confirmed`` (its reservation became its charge), ``known`` (already charged),
+    ``charged`` (carried over), ``unadmitted`` (no reservation and none named: it never passed
+    the webhook) or ``late`` (it names a reservation that expired or was never booked here).
+    """
+    if facts.uid in ledger.charges:
+        return ledger, "known"
+    if carry is not None:
+        moved = confirm(
+            ledger, pod_uid=facts.uid, reservation_id=None, tier=carry.tier, amount=carry.amount
+        )
+        return moved, "charged"
+    charged = confirm(
+        ledger,
+        pod_uid=facts.uid,
+        reservation_id=facts.reservation,
+        tier=facts.tier(burst_class),
+        amount=facts.amount,
+    )
+    if len(charged.reservations) < len(ledger.reservations):
+        return charged, "confirmed"
+    return charged, "late" if facts.reservation is not None else "unadmitted"
+
+
+def release_pod(ledger: TenantLedger, facts: PodFacts) -> tuple[TenantLedger, Charge | None]:
+    """Free a pod's usage: its charge, or the reservation it holds; a no-op the second time.
+
+    Returns the charge removed (None when the pod was not charged). A reservation the pod
+    names but that was never bound (the validating webhook did not run) goes too.
+    """
+    charge = ledger.charges.get(facts.uid)
+    released = release(ledger, pod_uid=facts.uid)
+    if charge is None and released is ledger and facts.reservation is not None:
+        named = ledger.reservations.get(facts.reservation)
+        if named is not None and named.pod_uid is None:
+            released = cancel(ledger, reservation_id=named.id)
+    return released, charge
+
+
+# --------------------------------------------------------------------------- truth and drift
+
+
+def _sum(
+    amounts: Iterable[tuple[Tier, Mapping[str, Quantity]]],
+) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
+    """Per-tier usage of many amounts, summed in plain integers (one Quantity per resource)."""
+    nanos: dict[Tier, dict[str, int]] = {tier: {} for tier in TIER_NAMES}
+    formats: dict[str, QuantityFormat] = {}
+    for tier, amount in amounts:
+        sums = nanos[tier]
+        for name, quantity in amount.items():
+            sums[name] = sums.get(name, 0) + quantity.nanos
+            if name not in formats:
+                formats[name] = quantity.format
+    guaranteed = {n: Quantity(v, formats[n]) for n, v in nanos["guaranteed"].items() if v}
+    burst = {n: Quantity(v, formats[n]) for n, v in nanos["burst"].items() if v}
+    return guaranteed, burst
+
+
+def build_ledger(
+    tenant: str, *, charges: Mapping[str, Charge], reservations: Mapping[str, Reservation]
+) -> TenantLedger:
+    """A ledger whose usage is exactly its charges plus its reservations."""
+    guaranteed, burst = _sum(
+        [(c.tier, c.amount) for c in charges.values()]
+        + [(r.tier, r.amount) for r in reservations.values()]
+    )
+    return TenantLedger.of(
+        tenant,
+        guaranteed=guaranteed,
+        burst=burst,
+        reservations=reservations.values(),
+        charges=charges,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """One resource whose incremental usage differed from the truth: ``ledger - truth``."""
+
+    tenant: str
+    tier: Tier
+    resource: str
+    ledger: Quantity
+    truth: Quantity
+
+    @property
+    def amount(self) -> Quantity:
+        return self.ledger - self.truth
+
+    def __str__(self) -> str:
+        sign = "+" if self.amount.nanos > 0 else ""
+        return (
+            f"tenant {self.tenant} {self.tier} {self.resource}: ledger {self.ledger}, "
+            f"truth {self.truth} (drift {sign}{self.amount})"
+        )
+
+
+def _charge_differences(ledger: TenantLedger, truth: TenantLedger) -> tuple[int, int, int]:
+    """(charges missing, charges stale, charges with another tier or amount) in ``ledger``."""
+    missing = mismatched = 0
+    for uid, charge in truth.charges.items():
+        held = ledger.charges.get(uid)
+        if held is None:
+            missing += 1
+        elif held.tier != charge.tier or held.amount != charge.amount:
+            mismatched += 1
+    stale = sum(1 for uid in ledger.charges if uid not in truth.charges)
+    return missing, stale, mismatched
+
+
+def usage_drift(tenant: str, ledger: TenantLedger, truth: TenantLedger) -> list[Drift]:
+    """Every (tier, resource) where the two ledgers' usage differ, sorted."""
+    found: list[Drift] = []
+    zero = Quantity(0)
+    for tier in TIER_NAMES:
+        mine, true = ledger.used(tier), truth.used(tier)
+        for name in sorted(set(mine) | set(true)):
+            a, b = mine.get(name, zero), true.get(name, zero)
+            if a.nanos != b.nanos:
+                found.append(Drift(tenant, tier, name, a, b))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class RecountReport:
+    """What a recount found and repaired."""
+
+    pods: int
+    drift: tuple[Drift, ...] = ()
+    missing_charges: int = 0  # live pods the ledger did not charge
+    stale_charges: int = 0  # charges of pods that are gone, finished or elsewhere
+    wrong_charges: int = 0  # charges of live pods with another tier or amount
+
+    @property
+    def repaired(self) -> bool:
+        return bool(self.drift or self.missing_charges or self.stale_charges or self.wrong_charges)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    expired: tuple[tuple[str, Reservation], ...] = ()  # (tenant, reservation)
+    released_terminating: int = 0
+
+
+# --------------------------------------------------------------------------- the recount
+
+
+@dataclass(slots=True)
+class _Tracked:
+    facts: PodFacts
+    tenant: str | None  # the ledger holding this pod's usage; None: not charged anywhere
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What a tenant's live pods add up to, and how many the ledger charges the same way."""
+
+    groups: dict[tuple[Tier, int], list[Any]] = field(default_factory=dict)  # [amount, count]
+    held: set[str] = field(default_factory=set)  # open reservations a tracked pod accounts for
+    present: int = 0
+    missing: int = 0
+    differing: int = 0
+
+    def differs_from(self, ledger: TenantLedger) -> bool:
+        if self.missing or self.differing or self.held:
+            return True
+        if len(ledger.charges) != self.present:
+            return True
+        nanos: dict[Tier, dict[str, int]] = {"guaranteed": {}, "burst": {}}
+        for (tier, _), (amount, count) in self.groups.items():
+            sums = nanos[tier]
+            for name, quantity in amount.items():
+                sums[name] = sums.get(name, 0) + quantity.nanos * count
+        for reservation in ledger.reservations.values():
+            sums = nanos[reservation.tier]
+            for name, quantity in reservation.amount.items():
+                sums[name] = sums.get(name, 0) + quantity.nanos
+        for tier in TIER_NAMES:
+            usage = ledger.used(tier)
+            wanted = {name: value for name, value in nanos[tier].items() if value}
+            if len(usage) != len(wanted):
+                return True
+            if any(
+                usage[name].nanos != value if name in usage else True
+                for name, value in wanted.items()
+            ):
+                return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class RecountInput:
+    """What a recount reads, copied at one instant on the event-loop thread."""
+
+    pods: tuple[PodFacts, ...]
+    namespaces: Mapping[str, Mapping[str, str]]
+    policy: Policy
+    ledgers: Mapping[str, TenantLedger]
+    now: float
+
+
+def find_drift(frozen: RecountInput) -> frozenset[str]:
+    """The tenants whose ledger differs from the truth in ``frozen``; pure, any thread.
+
+    The full pass over every pod runs here, off the event loop; only when it finds a suspect
+    does the loop run ``LedgerController.recount``, which checks the live state again, so a
+    change made meanwhile is never "repaired" away.
+    """
+    policy, namespaces = frozen.policy, frozen.namespaces
+
+    def tenant_of(namespace: str) -> str | None:
+        tenant = policy.tenant_for(namespace, namespaces.get(namespace))
+        return tenant.name if tenant is not None else None
+
+    pods = ((facts.uid, facts) for facts in frozen.pods)
+    return frozenset(
+        _differing(pods, frozen.ledgers, policy=policy, tenant_of=tenant_of, now=frozen.now)
+    )
+
+
+def _differing(
+    pods: Iterable[tuple[str, PodFacts | _Tracked]],
+    ledgers: Mapping[str, TenantLedger],
+    *,
+    policy: Policy,
+    tenant_of: Callable[[str], str | None],
+    now: float,
+    assigned: dict[str, str | None] | None = None,
+) -> set[str]:
+    """Tenants whose ledger is not what their live pods and open reservations add up to.
+
+    ``assigned`` receives, per pod, the tenant that should charge it (None: none).
+    """
+    burst_class = policy.burst_class
+    empty = {name: TenantLedger(name) for name in policy.tenants if name not in ledgers}
+    tallies = {name: _Tally() for name in policy.tenants}
+    tenant_cache: dict[str, str | None] = {}
+    for uid, item in pods:
+        facts = item.facts if isinstance(item, _Tracked) else item
+        namespace = facts.namespace
+        if namespace in tenant_cache:
+            tenant = tenant_cache[namespace]
+        else:
+            tenant = tenant_cache[namespace] = tenant_of(namespace)
+        counted = facts.counted(now)
+        if assigned is not None:
+            assigned[uid] = tenant if counted else None
+        if tenant is None or tenant not in tallies:
+            continue
+        ledger = ledgers.get(tenant) or empty[tenant]
+        tally = tallies[tenant]
+        if ledger.reservations:
+            held = ledger.reservation_for_pod(uid)
+            if held is None and facts.reservation is not None:
+                named = ledger.reservations.get(facts.reservation)
+                held = named if named is not None and named.pod_uid is None else None
+            if held is not None:
+                tally.held.add(held.id)
+        if not counted:
+            continue
+        tier = facts.tier(burst_class)
+        amount = facts.amount
+        group = tally.groups.get((tier, id(amount)))
+        if group is None:
+            tally.groups[(tier, id(amount))] = [amount, 1]
+        else:
+            group[1] += 1
+        charge = ledger.charges.get(uid)
+        if charge is None:
+            tally.missing += 1
+        elif charge.tier != tier or (charge.amount is not amount and charge.amount != amount):
+            tally.differing += 1
+        else:
+            tally.present += 1
+    wrong = {
+        tenant
+        for tenant, tally in tallies.items()
+        if tally.differs_from(ledgers.get(tenant) or empty[tenant])
+    }
+    for tenant, ledger in ledgers.items():
+        if tenant not in tallies and (ledger.charges or ledger.reservations):
+            wrong.add(tenant)  # no longer configured, yet still holds usage
+    return wrong
+
+
+# --------------------------------------------------------------------------- the controller
+
+
+class LedgerStoreLike(Protocol):
+    """What the controller needs from the ledger store (``MemoryLedger`` provides it)."""
+
+    def get(self, tenant: str) -> TenantLedger: ...
+
+    def update(
+        self,
+        tenant: str,
+        change: Callable[[TenantLedger], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+    ) -> T: ...
+
+    def snapshot(self) -> dict[str, TenantLedger]: ...
+
+
+@dataclass(slots=True)
+class ControllerStats:
+    """Running counters, for metrics and logs."""
+
+    confirmed: int = 0
+    released: dict[str, int] = field(default_factory=dict)  # by reason
+    unadmitted: dict[str, int] = field(default_factory=dict)  # by tenant
+    late: dict[str, int] = field(default_factory=dict)  # by tenant
+    expired: dict[str, int] = field(default_factory=dict)  # by tenant
+    moved: int = 0
+    recounts: int = 0
+    drift_repairs: dict[str, int] = field(default_factory=dict)  # by tenant
+    last_drift: dict[tuple[str, str, str], Quantity] = field(default_factory=dict)
+    last_recount_at: float | None = None
+    rebuilt_at: float | None = None
+
+    def count(self, counter: dict[str, int], key: str, amount: int = 1) -> None:
+        counter[key] = counter.get(key, 0) + amount
+
+
+class LedgerController:
+    """Keeps one ledger store equal to the cluster's pods; call it on one thread only.
+
+    The index holds every pod seen (all namespaces, terminal ones too until deleted) with the
+    tenant whose ledger charges it, so that a namespace moving between tenants or a relist
+    after a lost watch can be reconciled without asking the API server again.
+    """
+
+    def __init__(self, store: LedgerStoreLike, *, policy: Policy) -> None:
+        self._store = store
+        self._policy = policy
+        self._pods: dict[str, _Tracked] = {}
+        self._by_namespace: dict[str, dict[str, None]] = {}
+        self._terminating: dict[str, float] = {}
+        self._namespaces: dict[str, Mapping[str, str]] = {}
+        self.stats = ControllerStats()
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @property
+    def pod_count(self) -> int:
+        return len(self._pods)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """The labels of ``namespace`` as last seen; None when unknown (for the admitter)."""
+        return self._namespaces.get(namespace)
+
+    def tenant_of(self, namespace: str) -> str | None:
+        tenant = self._policy.tenant_for(namespace, self._namespaces.get(namespace))
+        return tenant.name if tenant is not None else None
+
+    def tracked(self, uid: str) -> tuple[PodFacts, str | None] | None:
+        entry = self._pods.get(uid)
+        return (entry.facts, entry.tenant) if entry is not None else None
+
+    # -- pods ----------------------------------------------------------------------------
+
+    def apply_pod(self, facts: PodFacts, *, now: float) -> None:
+        """A pod was added or modified (watch ADDED/MODIFIED)."""
+        counted = facts.counted(now)
+        tenant = self.tenant_of(facts.namespace) if counted else None
+        entry = self._pods.get(facts.uid)
+        if entry is None:
+            entry = self._pods[facts.uid] = _Tracked(facts, None)
+            self._by_namespace.setdefault(facts.namespace, {})[facts.uid] = None
+            if not counted:
+                # Finished before we ever saw it running: free what admission booked for it.
+                self._release_untracked(facts)
+        else:
+            entry.facts = facts
+        self._track_termination(facts, counted=counted)
+        if tenant == entry.tenant:
+            return
+        carry = None
+        if entry.tenant is not None:
+            reason = "moved" if tenant is not None else self._release_reason(facts)
+            carry = self._release(entry, reason=reason)
+        if tenant is not None:
+            self._charge(entry, tenant, carry=carry)
+
+    def delete_pod(self, facts: PodFacts, *, now: float) -> None:
+        """A pod was deleted (watch DELETED, or missing from a relist)."""
+        entry = self._pods.pop(facts.uid, None)
+        self._terminating.pop(facts.uid, None)
+        if entry is None:
+            self._release_untracked(facts)
+            return
+        members = self._by_namespace.get(entry.facts.namespace)
+        if members is not None:
+            members.pop(facts.uid, None)
+            if not members:
+                del self._by_namespace[entry.facts.namespace]
+        if entry.tenant is not None:
+            self._release(entry, reason="deleted")
+
+    def replace_pods(self, pods: Iterable[PodFacts], *, now: float, initial: bool) -> RecountReport:
+        """The full list of pods (a first list, or a relist after a lost watch).
+
+        Pods missing from the list were deleted meanwhile; every pod listed is applied. The
+        first list rebuilds the ledger from the truth; a relist goes through the same
+        per-pod transitions as watch events, so nothing is counted twice.
+        """
+        listed = {facts.uid: facts for facts in pods}
+        if initial:
+            return self._rebuild(listed, now=now)
+        gone = [entry.facts for uid, entry in self._pods.items() if uid not in listed]
+        for facts in gone:
+            self.delete_pod(facts, now=now)
+        changed = 0
+        for uid, facts in listed.items():
+            entry = self._pods.get(uid)
+            if entry is None or entry.facts.resource_version != facts.resource_version:
+                changed += 1
+                self.apply_pod(facts, now=now)
+        logger.info(
+            "pods relisted: %d listed, %d deleted meanwhile, %d added or changed",
+            len(listed),
+            len(gone),
+            changed,
+        )
+        return RecountReport(pods=len(listed))
+
+    # -- namespaces ----------------------------------------------------------------------
+
+    def apply_namespace(self, name: str, labels: Mapping[str, str], *, now: float) -> None:
+        """A namespace was added or relabelled: its pods follow it to its (new) tenant."""
+        before = self.tenant_of(name)
+        self._namespaces[name] = dict(labels)
+        if self.tenant_of(name) != before:
+            self._retenant(self._by_namespace.get(name, {}), now=now)
+
+    def delete_namespace(self, name: str, *, now: float) -> None:
+        before = self.tenant_of(name)
+        self._namespaces.pop(name, None)
+        if self.tenant_of(name) != before:
+            self._retenant(self._by_namespace.get(name, {}), now=now)
+
+    def replace_namespaces(
+        self, namespaces: Mapping[str, Mapping[str, str]], *, now: float
+    ) -> None:
+        """The full list of namespaces with their labels."""
+        before = {name: self.tenant_of(name) for name in set(self._namespaces) | set(namespaces)}
+        self._namespaces = {name: dict(labels) for name, labels in namespaces.items()}
+        for name, tenant in before.items():
+            if self.tenant_of(name) != tenant:
+                self._retenant(self._by_namespace.get(name, {}), now=now)
+
+    # -- policy --------------------------------------------------------------------------
+
+    def set_policy(self, policy: Policy, *, now: float) -> None:
+        """A new config: pods move to the tenant the new policy gives their namespace.
+
+        Tenants that no longer exist lose their ledger (reservations included).
+        """
+        old = self._policy
+        self._policy = policy
+        self._retenant(self._pods, now=now)
+        for tenant in old.tenants:
+            if tenant not in policy.tenants:
+                self._put(tenant, TenantLedger(tenant))
+
+    # -- periodic ------------------------------------------------------------------------
+
+    def sweep(self, *, now: float) -> SweepReport:
+        """Expire unconfirmed reservations; release pods stuck terminating past their grace."""
+        expired: list[tuple[str, Reservation]] = []
+        for tenant, ledger in self._store.snapshot().items():
+            if not any(r.expires_at <= now for r in ledger.reservations.values()):
+                continue
+            removed = self._store.update(tenant, lambda current: expire(current, now=now))
+            for reservation in removed:
+                expired.append((tenant, reservation))
+                self.stats.count(self.stats.expired, tenant)
+                logger.info(
+                    "reservation %s of tenant %s expired unconfirmed: released %s (%s)",
+                    reservation.id,
+                    tenant,
+                    _format(reservation.amount),
+                    reservation.tier,
+                    extra={"tenant": tenant, "reservation": reservation.id},
+                )
+        released = 0
+        for uid, release_at in list(self._terminating.items()):
+            if release_at < now:
+                entry = self._pods.get(uid)
+                if entry is not None:
+                    self.apply_pod(entry.facts, now=now)
+                    released += 1
+        return SweepReport(tuple(expired), released)
+
+    def freeze(self, *, now: float) -> RecountInput:
+        """A consistent copy of what a recount reads, for :func:`find_drift` in another thread."""
+        return RecountInput(
+            pods=tuple(entry.facts for entry in self._pods.values()),
+            namespaces=dict(self._namespaces),
+            policy=self._policy,
+            ledgers=self._store.snapshot(),
+            now=now,
+        )
+
+    def mark_recounted(self, *, now: float) -> None:
+        """Record a recount that found nothing to repair (see :func:`find_drift`)."""
+        self.stats.recounts += 1
+        self.stats.last_recount_at = now
+        self.stats.last_drift = {}
+
+    def recount(self, *, now: float) -> RecountReport:
+        """Compare the ledger with the truth, repair any difference and report it.
+
+        A first pass only counts (usage sums by shared amount, charges present or missing), so
+        a ledger without drift costs no allocation per pod; a tenant's truth is built only when
+        its ledger differs. With many pods, run :func:`find_drift` on :meth:`freeze` in a
+        thread first and call this only when it finds a suspect.
+        """
+        snapshot = self._store.snapshot()
+        assigned: dict[str, str | None] = {}
+        wrong = _differing(
+            self._pods.items(),
+            snapshot,
+            policy=self._policy,
+            tenant_of=self.tenant_of,
+            now=now,
+            assigned=assigned,
+        )
+        drift: list[Drift] = []
+        missing = stale = mismatched = 0
+        if wrong:
+            truth, _ = self._truth(snapshot, now=now, only=wrong)
+            for tenant in sorted(wrong):
+                current = snapshot.get(tenant) or TenantLedger(tenant)
+                wanted = truth.get(tenant) or TenantLedger(tenant)
+                found = usage_drift(tenant, current, wanted)
+                counts = _charge_differences(current, wanted)
+                drift.extend(found)
+                missing += counts[0]
+                stale += counts[1]
+                mismatched += counts[2]
+                self._put(tenant, wanted)
+                self.stats.count(self.stats.drift_repairs, tenant)
+                self._report_drift(tenant, found, counts)
+        for uid, owner in assigned.items():
+            self._pods[uid].tenant = owner
+        self.stats.recounts += 1
+        self.stats.last_recount_at = now
+        self.stats.last_drift = {(d.tenant, d.tier, d.resource): d.amount for d in drift}
+        return RecountReport(len(self._pods), tuple(drift), missing, stale, mismatched)
+
+    @staticmethod
+    def _report_drift(tenant: str, found: list[Drift], counts: tuple[int, int, int]) -> None:
+        for item in found:
+            logger.warning(
+                "ledger drift repaired: %s",
+                item,
+                extra={
+                    "tenant": item.tenant,
+                    "tier": item.tier,
+                    "resource": item.resource,
+                    "drift": str(item.amount),
+                },
+            )
+        missing, stale, mismatched = counts
+        if missing or stale or mismatched:
+            logger.warning(
+                "ledger drift repaired: tenant %s: %d live pods were not charged, "
+                "%d charges belonged to no live pod, %d had another tier or amount",
+                tenant,
+                missing,
+                stale,
+                mismatched,
+                extra={"tenant": tenant},
+            )
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _rebuild(self, listed: Mapping[str, PodFacts], *, now: float) -> RecountReport:
+        """Replace the index with ``listed`` and the ledger with the truth, in one pass."""
+        self._pods = {uid: _Tracked(facts, None) for uid, facts in listed.items()}
+        self._by_namespace = {}
+        self._terminating = {}
+        for uid, facts in listed.items():
+            self._by_namespace.setdefault(facts.namespace, {})[uid] = None
+            if facts.release_at is not None and facts.counted(now):
+                self._terminating[uid] = facts.release_at
+        snapshot = self._store.snapshot()
+        truth, assigned = self._truth(snapshot, now=now)
+        for name in set(truth) | set(snapshot):
+            self._put(name, truth.get(name, TenantLedger(name)))
+        unadmitted: dict[str, list[str]] = {}
+        for uid, owner in assigned.items():
+            entry = self._pods[uid]
+            entry.tenant = owner
+            if owner is not None and entry.facts.reservation is None:
+                unadmitted.setdefault(owner, []).append(entry.facts.key)
+        for tenant, names in sorted(unadmitted.items()):
+            self.stats.count(self.stats.unadmitted, tenant, len(names))
+            shown = ", ".join(sorted(names)[:_MAX_LOGGED_NAMES])
+            more = (
+                f" and {len(names) - _MAX_LOGGED_NAMES} more"
+                if len(names) > _MAX_LOGGED_NAMES
+                else ""
+            )
+            logger.warning(
+                "tenant %s: %d running pods were created without passing the webhook "
+                "(counted on their own request): %s%s",
+                tenant,
+                len(names),
+                shown,
+                more,
+                extra={"tenant": tenant, "pods": len(names)},
+            )
+        self.stats.rebuilt_at = now
+        charged = sum(1 for owner in assigned.values() if owner is not None)
+        logger.info(
+            "ledger rebuilt from %d pods (%d charged to tenants)",
+            len(listed),
+            charged,
+            extra={"pods": len(listed), "charged": charged},
+        )
+        return RecountReport(pods=len(listed))
+
+    def _truth(
+        self,
+        snapshot: Mapping[str, TenantLedger],
+        *,
+        now: float,
+        only: set[str] | None = None,
+    ) -> tuple[dict[str, TenantLedger], dict[str, str | None]]:
+        """Every configured tenant's ledger as the live pods and open reservations say.
+
+        Returns the ledgers (of the tenants in ``only``, when given) and, per tracked pod, the
+        tenant charging it (None: not charged).
+        """
+        policy = self._policy
+        burst_class = policy.burst_class
+        built = [t for t in policy.tenants if only is None or t in only]
+        open_reservations: dict[str, dict[str, Reservation]] = {
+            tenant: dict(snapshot[tenant].reservations) if tenant in snapshot else {}
+            for tenant in built
+        }
+        # Pods of one Deployment share their amount: share their Charge too.
+        shared: dict[tuple[Tier, int], Charge] = {}
+        bound: dict[tuple[str, str], str] = {}
+        for name, held in open_reservations.items():
+            for reservation in held.values():
+                if reservation.pod_uid is not None:
+                    bound[(name, reservation.pod_uid)] = reservation.id
+        charges: dict[str, dict[str, Charge]] = {name: {} for name in built}
+        assigned: dict[str, str | None] = {}
+        tenant_cache: dict[str, str | None] = {}
+        for uid, entry in self._pods.items():
+            facts = entry.facts
+            namespace = facts.namespace
+            if namespace in tenant_cache:
+                tenant = tenant_cache[namespace]
+            else:
+                tenant = tenant_cache[namespace] = self.tenant_of(namespace)
+            counted = facts.counted(now)
+            assigned[uid] = tenant if counted else None
+            if tenant is None or tenant not in open_reservations:
+                continue
+            # The booking this pod holds, chosen as ledger.confirm chooses it: a live pod
+            # turns it into its charge, a finished one frees it (as release_pod does).
+            reservations = open_reservations[tenant]
+            consumed = bound.get((tenant, uid))
+            if consumed is None and facts.reservation is not None:
+                named = reservations.get(facts.reservation)
+                if named is not None and named.pod_uid is None:
+                    consumed = named.id
+            if consumed is not None:
+                reservations.pop(consumed, None)
+            if counted:
+                tier = facts.tier(burst_class)
+                key = (tier, id(facts.amount))
+                charge = shared.get(key)
+                if charge is None or charge.amount is not facts.amount:
+                    charge = shared[key] = Charge(tier, facts.amount)
+                charges[tenant][uid] = charge
+        truth = {
+            tenant: build_ledger(
+                tenant, charges=charges[tenant], reservations=open_reservations[tenant]
+            )
+            for tenant in built
+        }
+        return truth, assigned
+
+    def _charge(self, entry: _Tracked, tenant: str, *, carry: Charge | None) -> None:
+        facts = entry.facts
+        burst_class = self._policy.burst_class
+        outcome = self._store.update(
+            tenant, lambda ledger: charge_pod(ledger, facts, burst_class=burst_class, carry=carry)
+        )
+        entry.tenant = tenant
+        if outcome == "confirmed":
+            self.stats.confirmed += 1
+        elif outcome == "unadmitted":
+            self.stats.count(self.stats.unadmitted, tenant)
+            logger.warning(
+                "pod %s of tenant %s did not pass the webhook: counted on its own request %s",
+                facts.key,
+                tenant,
+                _format(facts.amount),
+                extra={"tenant": tenant, "pod": facts.key},
+            )
+        elif outcome == "late":
+            self.stats.count(self.stats.late, tenant)
+            logger.warning(
+                "pod %s of tenant %s names reservation %s, which expired before the pod was "
+                "seen: counted on its own request %s (raise reservationTTLSeconds?)",
+                facts.key,
+                tenant,
+                facts.reservation,
+                _format(facts.amount),
+                extra={"tenant": tenant, "pod": facts.key},
+            )
+        if facts.invalid is not None:
+            logger.warning("pod %s: cannot compute its request: %s", facts.key, facts.invalid)
+
+    def _release(self, entry: _Tracked, *, reason: str) -> Charge | None:
+        tenant = entry.tenant
+        if tenant is None:
+            return None
+        entry.tenant = None
+        charge = self._store.update(tenant, lambda ledger: release_pod(ledger, entry.facts))
+        self.stats.count(self.stats.released, reason)
+        logger.debug("pod %s released from tenant %s (%s)", entry.facts.key, tenant, reason)
+        return charge
+
+    def _release_untracked(self, facts: PodFacts) -> None:
+        """Cancel what admission booked for a pod that is gone before it was ever tracked."""
+        tenant = self.tenant_of(facts.namespace)
+        if tenant is not None:
+            self._store.update(tenant, lambda ledger: release_pod(ledger, facts))
+
+    def _put(self, tenant: str, ledger: TenantLedger) -> None:
+        self._store.update(tenant, lambda _current: (ledger, None))
+
+    def _retenant(self, uids: Iterable[str], *, now: float) -> None:
+        for uid in list(uids):
+            entry = self._pods.get(uid)
+            if entry is None:
+                continue
+            tenant = self.tenant_of(entry.facts.namespace) if entry.facts.counted(now) else None
+            if tenant == entry.tenant:
+                continue
+            carry = self._release(entry, reason="moved") if entry.tenant is not None else None
+            if tenant is not None:
+                self._charge(entry, tenant, carry=carry)
+                self.stats.moved += 1
+
+    def _track_termination(self, facts: PodFacts, *, counted: bool) -> None:
+        if counted and facts.release_at is not None:
+            self._terminating[facts.uid] = facts.release_at
+        else:
+            self._terminating.pop(facts.uid, None)
+
+    @staticmethod
+    def _release_reason(facts: PodFacts) -> str:
+        if facts.terminal:
+            return "finished"
+        return "terminating"
+
+
+def _format(amount: Mapping[str, Quantity]) -> str:
+    return ",".join(f"{name}={amount[name]}" for name in sorted(amount)) or "nothing"
+
+
+__all__ = [
+    "TERMINAL_PHASES",
+    "AmountInterner",
+    "ControllerStats",
+    "Drift",
+    "LedgerController",
+    "LedgerStoreLike",
+    "PodFacts",
+    "RecountInput",
+    "RecountReport",
+    "SweepReport",
+    "build_ledger",
+    "charge_pod",
+    "find_drift",
+    "pod_facts",
+    "release_pod",
+    "usage_drift",
+]

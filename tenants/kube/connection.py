@@ -1,0 +1,298 @@
+"""Where the cluster is and how to talk to it: in-cluster, a kubeconfig, or offline.
+
+:func:`resolve_target` decides from the settings and the environment alone (no I/O), in this
+order: ``--offline``; ``--kubeconfig FILE``; ``KUBECONFIG``; the in-cluster service account
+(``KUBERNETES_SERVICE_HOST``); otherwise offline, because no cluster is configured. A server
+never falls back to ``~/.kube/config`` on its own: a developer's laptop would otherwise quietly
+sync against whatever cluster their shell last pointed at.
+
+:class:`Connection` wraps one official ``kubernetes`` API client. Lists and watches are read
+raw (``_preload_content=False``) and parsed with orjson: deserialising 100,000 pods into the
+client's model classes would take minutes, and the controller needs a handful of fields.
+Every failure leaves as a :class:`~tenants.kube.errors.KubeError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import orjson
+
+from tenants.kube.errors import KubeConfigError, KubeError, from_status, wrap
+
+logger = logging.getLogger(__name__)
+
+Resource = Literal["pods", "namespaces", "priorityclasses"]
+RESOURCES: Final[tuple[Resource, ...]] = ("namespaces", "priorityclasses", "pods")
+
+Mode = Literal["kubeconfig", "in-cluster", "offline"]
+
+CONNECT_TIMEOUT_SECONDS: Final = 10.0
+LIST_READ_TIMEOUT_SECONDS: Final = 60.0
+# A watch may be silent between bookmarks; allow that much past its own server-side timeout.
+WATCH_READ_MARGIN_SECONDS: Final = 30.0
+USER_AGENT: Final = "tenantgate"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterTarget:
+    """Which cluster to talk to, and why (``source`` is for the log and ``/readyz``)."""
+
+    mode: Mode
+    source: str
+    kubeconfig: str | None = None
+
+    @property
+    def offline(self) -> bool:
+        return self.mode == "offline"
+
+
+def resolve_target(
+    *,
+    kubeconfig: Path | None,
+    offline: bool,
+    environ: Mapping[str, str] | None = None,
+) -> ClusterTarget:
+    """Decide where the cluster is, without touching the network or the files."""
+    env = os.environ if environ is None else environ
+    if offline:
+        return ClusterTarget("offline", "offline mode requested (--offline)")
+    if kubeconfig is not None:
+        return ClusterTarget("kubeconfig", f"kubeconfig {kubeconfig}", str(kubeconfig))
+    from_env = env.get("KUBECONFIG", "").strip()
+    if from_env:
+        return ClusterTarget("kubeconfig", f"kubeconfig {from_env} (KUBECONFIG)", from_env)
+    if env.get("KUBERNETES_SERVICE_HOST") and env.get("KUBERNETES_SERVICE_PORT"):
+        return ClusterTarget("in-cluster", "in-cluster service account")
+    return ClusterTarget("offline", "no cluster configured")
+
+
+@dataclass(frozen=True, slots=True)
+class _Calls:
+    api: str  # attribute of Connection holding the API object
+    method: str  # its list-or-watch method
+
+
+_CALLS: Final[Mapping[Resource, _Calls]] = {
+    "pods": _Calls("core", "list_pod_for_all_namespaces"),
+    "namespaces": _Calls("core", "list_namespace"),
+    "priorityclasses": _Calls("scheduling", "list_priority_class"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a list: its items, the list's resourceVersion and the continue token."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+    continue_token: str | None
+
+
+class Connection:
+    """One API client for one cluster; thread-safe (each call takes a pooled connection)."""
+
+    def __init__(self, api_client: Any, *, target: ClusterTarget) -> None:
+        from kubernetes import client
+
+        self.target = target
+        self._api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.scheduling = client.SchedulingV1Api(api_client)
+
+    @classmethod
+    def open(cls, target: ClusterTarget, *, context: str | None = None) -> Connection:
+        """Load the client configuration for ``target``; :class:`KubeConfigError` if unusable."""
+        from kubernetes import client, config
+
+        if target.offline:
+            raise KubeConfigError(f"cannot connect: {target.source}", reason="Offline")
+        configuration = client.Configuration()
+        # The client's config loaders carry no annotations.
+        load_incluster: Any = config.load_incluster_config
+        load_kubeconfig: Any = config.load_kube_config
+        try:
+            if target.mode == "in-cluster":
+                load_incluster(client_configuration=configuration)
+            else:
+                load_kubeconfig(
+                    config_file=target.kubeconfig,
+                    context=context,
+                    client_configuration=configuration,
+                    # A server never writes refreshed credentials back into the user's file.
+                    persist_config=False,
+                )
+        except Exception as exc:
+            raise wrap(exc, action=f"load {target.source}") from exc
+        api_client = client.ApiClient(configuration)
+        api_client.user_agent = USER_AGENT
+        return cls(api_client, target=target)
+
+    @property
+    def api_client(self) -> Any:
+        """The official client's ``ApiClient``, for the other API groups (ledger, leases)."""
+        return self._api_client
+
+    @property
+    def host(self) -> str:
+        host: str = self._api_client.configuration.host
+        return host
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._api_client.close()
+
+    def _method(self, resource: Resource) -> Any:
+        calls = _CALLS[resource]
+        return getattr(getattr(self, calls.api), calls.method)
+
+    def list_page(
+        self,
+        resource: Resource,
+        *,
+        limit: int,
+        continue_token: str | None = None,
+        timeout: float = LIST_READ_TIMEOUT_SECONDS,
+    ) -> ListPage:
+        """One page of ``resource`` (all namespaces), read consistently from the API server."""
+        action = f"list {resource}"
+        kwargs: dict[str, Any] = {
+            "limit": limit,
+            "_preload_content": False,
+            "_request_timeout": (CONNECT_TIMEOUT_SECONDS, timeout),
+        }
+        if continue_token:
+            kwargs["_continue"] = continue_token
+        try:
+            response = self._method(resource)(**kwargs)
+            try:
+                body = response.data
+            finally:
+                response.release_conn()
+            document = orjson.loads(body)
+        except KubeError:
+            raise
+        except Exception as exc:
+            raise wrap(exc, action=action) from exc
+        if not isinstance(document, dict):
+            raise KubeError(f"{action}: the response is not a JSON object", reason="BadResponse")
+        metadata = document.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        items = document.get("items")
+        token = metadata.get("continue")
+        version = metadata.get("resourceVersion")
+        return ListPage(
+            items=[item for item in items if isinstance(item, dict)]
+            if isinstance(items, list)
+            else [],
+            resource_version=version if isinstance(version, str) else "",
+            continue_token=token if isinstance(token, str) and token else None,
+        )
+
+    def watch(
+        self, resource: Resource, *, resource_version: str, timeout_seconds: int
+    ) -> WatchStream:
+        """Open a watch of ``resource`` from ``resource_version``, with bookmarks."""
+        action = f"watch {resource}"
+        try:
+            response = self._method(resource)(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                _preload_content=False,
+                _request_timeout=(
+                    CONNECT_TIMEOUT_SECONDS,
+                    timeout_seconds + WATCH_READ_MARGIN_SECONDS,
+                ),
+            )
+        except Exception as exc:
+            raise wrap(exc, action=action) from exc
+        return WatchStream(response, action=action)
+
+
+class WatchStream:
+    """The events of one open watch, as parsed JSON; :meth:`close` works from any thread.
+
+    Iterating raises :class:`KubeError` when the connection fails, and for an ``ERROR`` event
+    (a 410 ``Expired`` becomes :class:`~tenants.kube.errors.KubeGone`). The iteration simply
+    ends when the server closes the watch (its ``timeoutSeconds`` elapsed).
+    """
+
+    def __init__(self, response: Any, *, action: str) -> None:
+        self._response = response
+        self._action = action
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            for line in self._lines():
+                if not line.strip():
+                    continue
+                event = orjson.loads(line)
+                if not isinstance(event, dict):
+                    continue
+                if event.get("type") == "ERROR":
+                    status = event.get("object")
+                    raise from_status(
+                        status if isinstance(status, dict) else {}, action=self._action
+                    )
+                yield event
+        except KubeError:
+            raise
+        except Exception as exc:
+            if self._closed:
+                return  # closed on purpose from another thread: not a failure
+            raise wrap(exc, action=self._action) from exc
+        finally:
+            self.close()
+
+    def _lines(self) -> Iterator[bytes]:
+        buffer = bytearray()
+        for chunk in self._response.stream(amt=None, decode_content=True):
+            buffer += chunk
+            start = 0
+            while True:
+                end = buffer.find(b"\n", start)
+                if end < 0:
+                    break
+                yield bytes(buffer[start:end])
+                start = end + 1
+            if start:
+                del buffer[:start]
+        if buffer.strip():
+            yield bytes(buffer)
+
+    def close(self) -> None:
+        """Stop the watch; a thread blocked reading it returns promptly."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        response = self._response
+        # shutdown() unblocks a reader in another thread; close() alone would not.
+        with contextlib.suppress(Exception):
+            response.shutdown()
+        with contextlib.suppress(Exception):
+            response.close()
+        with contextlib.suppress(Exception):
+            response.release_conn()
+
+
+__all__ = [
+    "RESOURCES",
+    "ClusterTarget",
+    "Connection",
+    "ListPage",
+    "Resource",
+    "WatchStream",
+    "resolve_target",
+]

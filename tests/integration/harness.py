@@ -1,0 +1,342 @@
+"""Running tenantgate for real against the test API server, for the integration tests.
+
+:class:`Tenantgate` runs the real server (``WebhookServer`` with real TLS, both ports bound to
+0) around a real :class:`~admission.runtime.Runtime`, on its own event loop in a thread.
+:func:`register_webhooks` installs the shipped webhook configurations
+(``deploy/webhooks/``) pointing at it. :class:`RejectingWebhook` is a later admission step
+that denies what a test tells it to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import uvicorn
+import yaml
+from kubernetes import client, config
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+import certs
+from admission.runtime import Runtime, Timings, build_runtime
+from admission.server import Endpoints, WebhookServer
+from admission.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+WEBHOOKS = ROOT / "deploy" / "webhooks"
+WAIT = 60.0
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], bool], what: str, *, timeout: float = WAIT) -> None:
+    """Wait until ``check()`` holds: the watch and the sweep are asynchronous."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def api_client(kubeconfig: Path) -> Any:
+    factory: Any = config.new_client_from_config
+    return factory(config_file=str(kubeconfig))
+
+
+def http_json(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def _abort_lingering_transports() -> None:
+    """Abort the TLS connections still waiting for the peer's close_notify.
+
+    The test API server keeps its webhook connections alive; when tenantgate stops first,
+    the TLS shutdown waits for a peer that is not reading, and ending the event loop then
+    leaks the socket (a ResourceWarning at some later garbage collection). A real process
+    exits instead; here the loop's transports are aborted before it closes.
+    """
+    loop = asyncio.get_running_loop()
+    transports = getattr(loop, "_transports", None)  # CPython's selector loop keeps them here
+    for transport in list(transports.values()) if transports is not None else []:
+        transport.abort()
+
+
+class Tenantgate:
+    """``tenantgate serve`` in this process: the real server, runtime and TLS, in a thread."""
+
+    def __init__(self, settings: Settings, *, timings: Timings) -> None:
+        self.settings = settings
+        self.timings = timings
+        self.runtime: Runtime | None = None
+        self.endpoints: Endpoints | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: WebhookServer | None = None
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    def start(self) -> Tenantgate:
+        started = threading.Event()
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            runtime = build_runtime(self.settings, timings=self.timings)
+            self.runtime = runtime
+            server = WebhookServer(self.settings, app=runtime.app, metrics_app=runtime.metrics_app)
+            self._server = server
+
+            def on_started(endpoints: Endpoints) -> None:
+                self.endpoints = endpoints
+                started.set()
+
+            await runtime.startup()
+            try:
+                await server.serve(on_started=on_started)
+            finally:
+                await runtime.shutdown()
+                _abort_lingering_transports()
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:
+                self._failure = exc
+                started.set()
+
+        self._thread = threading.Thread(target=run, name="tenantgate-under-test", daemon=True)
+        self._thread.start()
+        started.wait(WAIT)
+        if self._failure is not None or self.endpoints is None:
+            raise RuntimeError(f"tenantgate did not start: {self._failure!r}")
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.request_stop()
+        if self._thread is not None:
+            self._thread.join(WAIT)
+            if self._thread.is_alive():
+                raise RuntimeError("tenantgate did not stop")
+
+    @property
+    def url(self) -> str:
+        if self.endpoints is None:
+            raise RuntimeError("not started")
+        return f"https://127.0.0.1:{self.endpoints.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        if self.endpoints is None:
+            raise RuntimeError("not started")
+        return f"http://127.0.0.1:{self.endpoints.metrics_port}"
+
+    @property
+    def state(self) -> Runtime:
+        if self.runtime is None:
+            raise RuntimeError("not started")
+        return self.runtime
+
+    def call(self, action: Callable[[], T]) -> T:
+        """Run ``action`` on tenantgate's event loop (where every ledger change happens)."""
+
+        async def run() -> T:
+            return action()
+
+        return self.run(run())
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            raise RuntimeError("not started")
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result(WAIT)
+
+    def status(self) -> dict[str, Any]:
+        code, document = http_json(f"{self.metrics_url}/status")
+        assert code == 200
+        assert isinstance(document, dict)
+        return document
+
+    def used(self, tenant: str) -> dict[str, dict[str, str]]:
+        used: dict[str, dict[str, str]] = self.status()["tenants"][tenant]["used"]
+        return used
+
+    def wait_ready(self) -> None:
+        def ready() -> bool:
+            code, _ = http_json(f"{self.metrics_url}/readyz")
+            return code == 200
+
+        eventually(ready, "tenantgate to be ready")
+
+    def __enter__(self) -> Tenantgate:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def register_webhooks(kubeconfig: Path, *, url: str, ca_bundle: bytes) -> None:
+    """Install deploy/webhooks' configurations (created, or updated) calling ``url``."""
+    api = api_client(kubeconfig)
+    registration: Any = client.AdmissionregistrationV1Api(api)
+    bundle = base64.b64encode(ca_bundle).decode("ascii")
+    try:
+        for file, create, replace, read in (
+            (
+                "mutatingwebhookconfiguration.yaml",
+                registration.create_mutating_webhook_configuration,
+                registration.replace_mutating_webhook_configuration,
+                registration.read_mutating_webhook_configuration,
+            ),
+            (
+                "validatingwebhookconfiguration.yaml",
+                registration.create_validating_webhook_configuration,
+                registration.replace_validating_webhook_configuration,
+                registration.read_validating_webhook_configuration,
+            ),
+        ):
+            document = yaml.safe_load((WEBHOOKS / file).read_text())
+            for webhook in document["webhooks"]:
+                path = webhook["clientConfig"]["service"]["path"]
+                webhook["clientConfig"] = {"url": f"{url}{path}", "caBundle": bundle}
+            name = document["metadata"]["name"]
+            try:
+                existing = read(name)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+                create(document)
+            else:
+                document["metadata"]["resourceVersion"] = existing.metadata.resource_version
+                replace(name, document)
+    finally:
+        api.close()
+
+
+class RejectingWebhook:
+    """A validating webhook (HTTPS, port 0) besides tenantgate's: denies the creation, or the
+    resize, of pods labelled ``reject: "yes"``."""
+
+    def __init__(self, cert_dir: Path) -> None:
+        self._paths = certs.MaterialPaths(cert_dir)
+        self.denied = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    async def _review(self, request: Request) -> Response:
+        review = orjson.loads(await request.body())
+        req = review["request"]
+        labels = ((req.get("object") or {}).get("metadata") or {}).get("labels") or {}
+        checked = req.get("operation") == "CREATE" or req.get("subResource") == "resize"
+        allowed = not checked or labels.get("reject") != "yes"
+        answer: dict[str, Any] = {"uid": req["uid"], "allowed": allowed}
+        if not allowed:
+            self.denied += 1
+            answer["status"] = {"code": 403, "reason": "Forbidden", "message": "rejected later"}
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
+        return Response(orjson.dumps(body), media_type="application/json")
+
+    def start(self, kubeconfig: Path) -> RejectingWebhook:
+        import socket
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        self.port = sock.getsockname()[1]
+        app = Starlette(routes=[Route("/reject", self._review, methods=["POST"])])
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                log_config=None,
+                access_log=False,
+                ssl_certfile=str(self._paths.tls_cert),
+                ssl_keyfile=str(self._paths.tls_key),
+                timeout_graceful_shutdown=1,
+            )
+        )
+        self._server = server
+
+        async def serve() -> None:
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                _abort_lingering_transports()
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+        self._thread.start()
+        eventually(lambda: server.started, "the rejecting webhook")
+        api = api_client(kubeconfig)
+        registration: Any = client.AdmissionregistrationV1Api(api)
+        bundle = base64.b64encode(self._paths.ca_cert.read_bytes()).decode("ascii")
+        registration.create_validating_webhook_configuration(
+            {
+                "metadata": {"name": "zz-later-step"},
+                "webhooks": [
+                    {
+                        "name": "reject.later.example.com",
+                        "admissionReviewVersions": ["v1"],
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{self.port}/reject",
+                            "caBundle": bundle,
+                        },
+                        "rules": [
+                            {
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE", "UPDATE"],
+                                "resources": ["pods", "pods/resize"],
+                            }
+                        ],
+                        "failurePolicy": "Fail",
+                        "sideEffects": "None",
+                        "timeoutSeconds": 5,
+                    }
+                ],
+            }
+        )
+        api.close()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(WAIT)
+
+
+def pod(
+    name: str,
+    *,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels or {"app": name})},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.example.com/app:1",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ]
+        },
+    }

@@ -1,0 +1,784 @@
+"""Three tenantgate processes sharing one quota ledger, against the test API server.
+
+Three real ``tenantgate serve`` processes (real TLS, ``ledger.backend: kubernetes``) sit behind
+a TCP round-robin (TLS passes through, as with a Service); the test API server calls them for
+every pod create. 600 creates race for a tenant whose ceiling allows exactly ``N`` pods:
+exactly ``N`` are admitted with the right tiers, and the TenantLedger object equals the truth
+after the lease holder's next recount — also under conflict storms, and with the leader killed
+mid-run. A second test kills the leader while reservations are in flight: another replica takes
+the Lease and those reservations are released exactly once.
+
+:func:`run_ha_scenario` is also what the benchmark calls to report throughput and
+compare-and-swap retries next to the single-replica memory backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
+
+import certs
+from admission.devapi import DevAPIServer
+from classifier.quantities import Quantity
+from classifier.resources import pod_requests
+from tenants.kube.ledgerstore import GROUP, PLURAL, VERSION
+from tenants.ledger import ledger_from_json
+from tests.integration.harness import WEBHOOKS, eventually, register_webhooks
+from tests.tlsclient import ServerProcess, client_context, start_process
+
+NAMESPACE = "team-a"
+TENANT = "team-a"
+RESOURCE = f"{PLURAL}.{GROUP}"
+LEASE = ("tenantgate-system", "tenantgate-controller")
+WAIT = 90.0
+TTL_SECONDS = 8
+
+CONFIG = """\
+apiVersion: tenantgate.io/v1alpha1
+kind: TenantgateConfig
+priorityClasses:
+  tenant-burst: {{value: 10, preemptionPolicy: Never}}
+  tenant-guaranteed: {{value: 1000}}
+profiles: {{general: {{}}}}
+reservationTTLSeconds: {ttl}
+ledger: {{backend: kubernetes}}
+tenants:
+  team-a:
+    namespaces: [team-a]
+    quota:
+      guaranteed: {{pods: "{guaranteed}"}}
+      burst: {{max: {{pods: "{ceiling}"}}}}
+"""
+
+# Short, but in client-go's proportions: the tests see a hand-over in seconds.
+ENVIRONMENT = {
+    "TENANTGATE_SWEEP_SECONDS": "0.5",
+    "TENANTGATE_RECOUNT_SECONDS": "2",
+    "TENANTGATE_CONFIG_POLL_SECONDS": "5",
+    "TENANTGATE_LEASE_DURATION_SECONDS": "3",
+    "TENANTGATE_LEASE_RENEW_DEADLINE_SECONDS": "2",
+    "TENANTGATE_LEASE_RETRY_PERIOD_SECONDS": "0.5",
+    "TENANTGATE_NAMESPACE": "tenantgate-system",
+}
+
+
+# --------------------------------------------------------------------------- round robin
+
+
+class RoundRobin:
+    """A TCP proxy handing each new connection to the next live backend (TLS passes through).
+
+    Like kube-proxy in front of a Service: a connection sticks to one replica; a replica that
+    refuses connections is skipped; connections to a killed replica break.
+    """
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = list(ports)
+        self.port = 0
+        self.connections: Counter[int] = Counter()
+        self._next = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._stop: asyncio.Event | None = None
+
+    def start(self) -> RoundRobin:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+        self._thread.start()
+        if not self._started.wait(WAIT):
+            raise RuntimeError("the round-robin proxy did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(WAIT)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._started.set()
+        async with self._server:
+            await self._stop.wait()
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        for _ in range(len(self.ports)):
+            port = self.ports[self._next % len(self.ports)]
+            self._next += 1
+            try:
+                streams = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                continue
+            self.connections[port] += 1
+            return streams
+        return None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream = await self._connect()
+        if upstream is None:
+            writer.close()
+            return
+        up_reader, up_writer = upstream
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+# --------------------------------------------------------------------------- the replicas
+
+
+@dataclass
+class Replica:
+    """One ``tenantgate serve`` process."""
+
+    name: str
+    process: ServerProcess
+    port: int
+    metrics_port: int
+
+    @property
+    def alive(self) -> bool:
+        return self.process.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no graceful shutdown, no Lease release."""
+        self.process.process.send_signal(signal.SIGKILL)
+        self.process.process.wait(WAIT)
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample without labels, plus ``name{label=value}`` for labelled ones."""
+        _, body = self.get("/metrics")
+        samples: dict[str, float] = {}
+        for family in text_string_to_metric_families(body.decode()):
+            for sample in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+        return samples
+
+    def ready(self) -> bool:
+        return self.get("/readyz")[0] == 200
+
+
+@dataclass
+class Cluster:
+    """The test API server, the replicas and the round robin in front of them."""
+
+    api: DevAPIServer
+    kubeconfig: Path
+    cert_dir: Path
+    replicas: list[Replica]
+    proxy: RoundRobin
+    guaranteed: int
+    ceiling: int
+    reader: Any = None
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+
+    def api_client(self, *, pool: int = 8) -> Any:
+        configuration = client.Configuration()
+        load: Any = config.load_kube_config
+        load(config_file=str(self.kubeconfig), client_configuration=configuration)
+        configuration.connection_pool_maxsize = pool
+        configuration.retries = False
+        return client.ApiClient(configuration)
+
+    def leader(self) -> Replica:
+        holder = self.lease()["spec"].get("holderIdentity") or ""
+        for replica in self.replicas:
+            if holder.startswith(f"{replica.name}_"):
+                return replica
+        raise AssertionError(f"no replica holds the Lease (holder {holder!r})")
+
+    def _reader(self) -> Any:
+        if self.reader is None:
+            self.reader = self.api_client()
+        return self.reader
+
+    def read(self, method: str, *args: Any) -> dict[str, Any]:
+        """Call an official client method, raw, and parse the JSON it answered."""
+        api_class, name = method.split(".")
+        api = getattr(client, api_class)(self._reader())
+        response = getattr(api, name)(*args, _preload_content=False)
+        try:
+            document: dict[str, Any] = json.loads(response.data)
+        finally:
+            response.release_conn()
+        return document
+
+    def lease(self) -> dict[str, Any]:
+        namespace, name = LEASE
+        return self.read("CoordinationV1Api.read_namespaced_lease", name, namespace)
+
+    def ledger_status(self) -> dict[str, Any]:
+        found = self.read(
+            "CustomObjectsApi.get_cluster_custom_object", GROUP, VERSION, PLURAL, TENANT
+        )
+        status: dict[str, Any] = found.get("status") or {}
+        return status
+
+    def pods(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.read("CoreV1Api.list_namespaced_pod", NAMESPACE)["items"]
+        return items
+
+
+def start_replica(name: str, *, config_file: Path, cert_dir: Path, kubeconfig: Path) -> Replica:
+    argv = [
+        sys.executable,
+        "-m",
+        "admission.cli",
+        "serve",
+        "--config",
+        str(config_file),
+        "--cert-dir",
+        str(cert_dir),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--metrics-host",
+        "127.0.0.1",
+        "--metrics-port",
+        "0",
+        "--log-format",
+        "json",
+        "--shutdown-grace-seconds",
+        "1",
+    ]
+    process = start_process(argv, env={**ENVIRONMENT, "POD_NAME": name})
+    port, metrics_port = process.endpoints()
+    return Replica(name, process, port, metrics_port)
+
+
+@contextlib.contextmanager
+def ha_cluster(
+    directory: Path, *, replicas: int = 3, guaranteed: int, ceiling: int
+) -> Iterator[Cluster]:
+    """The test API server with the CRD, ``replicas`` tenantgate processes, webhooks registered."""
+    manifests = [
+        WEBHOOKS / "namespace.yaml",
+        WEBHOOKS / "priorityclass-tenant-burst.yaml",
+        WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
+        WEBHOOKS / "overlays" / "ha" / "crd-tenantledger.yaml",
+    ]
+    cert_dir = directory / "certs"
+    certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
+    config_file = directory / "tenantgate.yaml"
+    config_file.write_text(CONFIG.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling))
+    with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
+        api.registry.bootstrap(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+        kubeconfig = api.write_kubeconfig(directory / "kubeconfig")
+        running: list[Replica] = []
+        proxy: RoundRobin | None = None
+        try:
+            with ThreadPoolExecutor(replicas) as pool:
+                running = list(
+                    pool.map(
+                        lambda n: start_replica(
+                            f"replica-{n}",
+                            config_file=config_file,
+                            cert_dir=cert_dir,
+                            kubeconfig=kubeconfig,
+                        ),
+                        range(replicas),
+                    )
+                )
+            proxy = RoundRobin([r.port for r in running]).start()
+            register_webhooks(
+                kubeconfig,
+                url=proxy.url,
+                ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes(),
+            )
+            for replica in running:
+                eventually(replica.ready, f"{replica.name} to be ready", timeout=WAIT)
+            cluster = Cluster(api, kubeconfig, cert_dir, running, proxy, guaranteed, ceiling)
+            try:
+                eventually(lambda: _has_leader(cluster), "a leader", timeout=WAIT)
+                yield cluster
+            finally:
+                cluster.close()
+        finally:
+            if proxy is not None:
+                proxy.stop()
+            for replica in running:
+                replica.process.stop()
+
+
+def _recounts(cluster: Cluster) -> float:
+    """Full recounts run so far by the live replicas (only a lease holder runs them)."""
+    return sum(
+        r.metrics().get("tenantgate_ledger_recounts_total", 0.0)
+        for r in cluster.replicas
+        if r.alive
+    )
+
+
+def _has_leader(cluster: Cluster) -> bool:
+    try:
+        cluster.leader()
+    except (AssertionError, client.ApiException):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- the scenario
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "burst-test"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                }
+            ]
+        },
+    }
+
+
+RETRYABLE = {409, 429, 500, 503, 504}
+
+
+def create_pod(core: Any, name: str) -> str:
+    """``created`` or ``denied`` (over quota), retrying answers that say to retry."""
+    for attempt in range(60):
+        try:
+            core.create_namespaced_pod(NAMESPACE, pod(name), _request_timeout=30)
+        except client.ApiException as exc:
+            body = json.loads(exc.body) if exc.body else {}
+            reason, message = body.get("reason", ""), body.get("message", "")
+            if exc.status == 409 and reason == "AlreadyExists":
+                return "created"  # an earlier attempt went through and its answer was lost
+            if exc.status == 403 and "exceeded tenant quota" in message:
+                return "denied"
+            if exc.status in RETRYABLE:
+                time.sleep(random.uniform(0.01, 0.05) * min(attempt + 1, 10))
+                continue
+            raise AssertionError(f"{name}: unexpected answer {exc.status}: {message}") from exc
+        except Exception:  # a connection reset: the outcome is unknown, ask again
+            time.sleep(0.05)
+            continue
+        return "created"
+    raise AssertionError(f"{name}: still told to retry after 60 attempts")
+
+
+@dataclass
+class ScenarioResult:
+    """What one run did: outcomes, time, and each replica's ledger counters."""
+
+    admitted: int
+    denied: int
+    seconds: float
+    per_replica: dict[str, dict[str, float]] = field(default_factory=dict)
+    second_wave: int = 0
+
+    @property
+    def throughput(self) -> float:
+        return (self.admitted + self.denied) / self.seconds if self.seconds else 0.0
+
+    def total(self, metric: str) -> float:
+        return sum(values.get(metric, 0.0) for values in self.per_replica.values())
+
+    def summary(self) -> dict[str, Any]:
+        """The figures the benchmark reports (counters summed over the surviving replicas)."""
+        return {
+            "admitted": self.admitted,
+            "denied": self.denied,
+            "seconds": round(self.seconds, 3),
+            "throughput_rps": round(self.throughput, 1),
+            "second_wave": self.second_wave,
+            "replicas": len(self.per_replica),
+            **{
+                key: self.total(f"tenantgate_{metric}")
+                for key, metric in (
+                    ("cas_writes", "ledger_cas_writes_total"),
+                    ("cas_conflicts", "ledger_cas_conflicts_total"),
+                    ("cas_exhausted", "ledger_cas_exhausted_total"),
+                    ("ledger_unavailable", "ledger_unavailable_total"),
+                    ("ledger_reads", "ledger_reads_total"),
+                    ("group_commits", "ledger_group_commits_total"),
+                    ("group_commit_changes", "ledger_group_commit_changes_total"),
+                )
+            },
+            "max_group_commit": max(
+                (
+                    v.get("tenantgate_ledger_group_commit_max_changes", 0.0)
+                    for v in self.per_replica.values()
+                ),
+                default=0.0,
+            ),
+        }
+
+
+def create_all(
+    cluster: Cluster, names: list[str], *, during: Callable[[int], None]
+) -> Counter[str]:
+    """Create ``names`` concurrently; ``during(done)`` runs after each answer."""
+    api = cluster.api_client(pool=64)
+    core = client.CoreV1Api(api)
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def one(name: str) -> None:
+        outcome = create_pod(core, name)
+        with lock:
+            outcomes[outcome] += 1
+            done = sum(outcomes.values())
+        during(done)
+
+    try:
+        with ThreadPoolExecutor(64) as pool:
+            list(pool.map(one, names))
+    finally:
+        api.close()
+    return outcomes
+
+
+def run_ha_scenario(
+    cluster: Cluster,
+    *,
+    pods: int = 600,
+    storms: int = 0,
+    kill_leader_after: int | None = None,
+) -> ScenarioResult:
+    """``pods`` concurrent creates; ``storms`` conflict storms of 25 refused ledger writes
+    spread over the run; optionally SIGKILL the lease holder after that many answers.
+
+    When reservations were orphaned (a replica died between booking and answering, a
+    validation gave up after too many conflicts), their quota comes back after the TTL: the
+    pods refused meanwhile are created again, so that the run ends with the full ceiling.
+    """
+    names = [f"p-{n}" for n in range(pods)]
+    storm_points = {int(pods * (k + 1) / (storms + 1)) for k in range(storms)}
+    killed = threading.Event()
+
+    def during(done: int) -> None:
+        if done in storm_points:
+            cluster.api.faults.conflict_storm(RESOURCE, count=25)
+        if kill_leader_after is not None and done >= kill_leader_after and not killed.is_set():
+            killed.set()
+            cluster.leader().kill()
+
+    started = time.monotonic()
+    outcomes = create_all(cluster, names, during=during)
+    seconds = time.monotonic() - started
+    assert len(cluster.pods()) == outcomes["created"]
+    assert outcomes["created"] <= cluster.ceiling, "over-admission"
+
+    second_wave = 0
+    if outcomes["created"] < cluster.ceiling:
+        # Orphaned reservations hold quota until they expire: wait for the lease holder to
+        # release them, then try the refused pods again.
+        eventually(lambda: not cluster.ledger_status().get("reservations"), "orphans to expire")
+        created = {p["metadata"]["name"] for p in cluster.pods()}
+        retry = [n for n in names if n not in created]
+        again = create_all(cluster, retry, during=lambda _done: None)
+        second_wave = again["created"]
+    alive = [r for r in cluster.replicas if r.alive]
+    return ScenarioResult(
+        admitted=len(cluster.pods()),
+        denied=pods - len(cluster.pods()),
+        seconds=seconds,
+        per_replica={r.name: r.metrics() for r in alive},
+        second_wave=second_wave,
+    )
+
+
+def truth(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """Usage by tier as the live pods say (a pod without a tier label was booked guaranteed)."""
+    nanos: dict[str, Counter[str]] = {"guaranteed": Counter(), "burst": Counter()}
+    for stored in cluster.pods():
+        tier = stored["metadata"].get("labels", {}).get("tenantgate.io/tier", "guaranteed")
+        for name, quantity in pod_requests(stored).items():
+            nanos[tier][name] += quantity.nanos
+    return {tier: {k: v for k, v in sums.items() if v} for tier, sums in nanos.items()}
+
+
+def stored_usage(cluster: Cluster) -> dict[str, dict[str, int]]:
+    used = cluster.ledger_status().get("used") or {}
+    return {
+        tier: {name: Quantity.parse(text).nanos for name, text in (used.get(tier) or {}).items()}
+        for tier in ("guaranteed", "burst")
+    }
+
+
+def check_outcome(cluster: Cluster) -> None:
+    """Exactly the ceiling admitted, the right tiers, and the ledger equal to the truth."""
+    pods = cluster.pods()
+    assert len(pods) == cluster.ceiling
+    tiers = Counter(
+        p["metadata"].get("labels", {}).get("tenantgate.io/tier", "guaranteed") for p in pods
+    )
+    assert tiers == {
+        "guaranteed": cluster.guaranteed,
+        "burst": cluster.ceiling - cluster.guaranteed,
+    }
+    for stored in pods:
+        if stored["metadata"].get("labels", {}).get("tenantgate.io/tier") == "burst":
+            assert stored["spec"]["priorityClassName"] == "tenant-burst"
+            assert stored["spec"]["priority"] == 10
+
+    recounts = _recounts(cluster)
+    eventually(lambda: _recounts(cluster) > recounts, "the lease holder's next recount")
+    expected = truth(cluster)
+    eventually(
+        lambda: (
+            stored_usage(cluster) == expected and not cluster.ledger_status().get("reservations")
+        ),
+        "the TenantLedger to equal the truth",
+    )
+    ledger = ledger_from_json(cluster.ledger_status(), tenant=TENANT)
+    assert ledger.guaranteed["pods"] == Quantity.parse(str(cluster.guaranteed))
+    assert ledger.burst["pods"] == Quantity.parse(str(cluster.ceiling - cluster.guaranteed))
+
+
+# --------------------------------------------------------------------------- tests
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with ha_cluster(tmp_path, guaranteed=40, ceiling=100) as running:
+        yield running
+
+
+def test_600_concurrent_creates_admit_exactly_the_ceiling(cluster: Cluster) -> None:
+    result = run_ha_scenario(cluster, pods=600)
+    check_outcome(cluster)
+    # Every replica answered reviews and wrote the shared ledger.
+    assert all(c > 0 for c in cluster.proxy.connections.values())
+    assert len(cluster.proxy.connections) == 3
+    assert result.total("tenantgate_ledger_cas_writes_total") > 0
+    # Group commit: far fewer writes than the changes they carried.
+    assert result.total("tenantgate_ledger_cas_writes_total") < result.total(
+        "tenantgate_ledger_group_commit_changes_total"
+    )
+
+
+def test_600_creates_under_conflict_storms(cluster: Cluster) -> None:
+    result = run_ha_scenario(cluster, pods=600, storms=4)
+    check_outcome(cluster)
+    assert result.total("tenantgate_ledger_cas_conflicts_total") >= 4 * 25 * 0.5
+
+
+def test_600_creates_with_the_leader_killed_mid_run(cluster: Cluster) -> None:
+    first = cluster.leader()
+    result = run_ha_scenario(cluster, pods=600, kill_leader_after=150)
+    assert not first.alive
+    check_outcome(cluster)
+    assert cluster.leader() is not first
+    assert len(result.per_replica) == 2
+
+
+def test_a_new_leader_releases_the_old_leaders_reservations_exactly_once(
+    cluster: Cluster,
+) -> None:
+    # Reservations nobody will confirm: mutations whose pods are never created.
+    orphans = 7
+    context = client_context(certs.MaterialPaths(cluster.cert_dir).ca_cert)
+    for n in range(orphans):
+        replica = cluster.replicas[n % len(cluster.replicas)]
+        answer = mutate(replica, context, uid=f"orphan-{n}")
+        assert answer["response"]["allowed"] is True
+    status = cluster.ledger_status()
+    assert len(status["reservations"]) == orphans
+    assert status["used"]["guaranteed"]["pods"] == str(orphans)
+
+    old = cluster.leader()
+    old_lease = cluster.lease()["spec"]
+    old.kill()
+    eventually(lambda: _has_other_leader(cluster, old), "another replica to take the Lease")
+    new = cluster.leader()
+    new_lease = cluster.lease()["spec"]
+    assert new_lease["leaseTransitions"] == old_lease["leaseTransitions"] + 1
+    # The new holder waited for the old Lease to expire, as observed on its own clock.
+    waited = _time(new_lease["acquireTime"]) - _time(old_lease["renewTime"])
+    assert waited >= float(ENVIRONMENT["TENANTGATE_LEASE_DURATION_SECONDS"])
+
+    eventually(
+        lambda: not cluster.ledger_status().get("reservations"), "the reservations to expire"
+    )
+    assert cluster.ledger_status()["used"] == {"guaranteed": {}, "burst": {}}
+    # Exactly once: the expiries reported by the surviving replicas add up to the orphans.
+    expired = sum(
+        r.metrics().get("tenantgate_reservations_expired_total{tenant=team-a}", 0.0)
+        for r in cluster.replicas
+        if r.alive
+    )
+    assert expired == orphans
+    assert new.metrics().get("tenantgate_leader") == 1.0
+
+
+def _has_other_leader(cluster: Cluster, old: Replica) -> bool:
+    try:
+        return cluster.leader() is not old
+    except (AssertionError, client.ApiException):
+        return False
+
+
+def _time(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+def mutate(replica: Replica, context: Any, *, uid: str) -> dict[str, Any]:
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": NAMESPACE,
+            "operation": "CREATE",
+            "userInfo": {"username": "test"},
+            "object": {
+                **pod("orphan"),
+                "metadata": {"generateName": "orphan-", "namespace": NAMESPACE},
+            },
+            "dryRun": False,
+        },
+    }
+    with httpx.Client(verify=context, trust_env=False) as http:
+        response = http.post(f"https://127.0.0.1:{replica.port}/mutate", json=review, timeout=30)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_an_unreachable_ledger_fails_closed_with_a_message_that_says_so(
+    cluster: Cluster,
+) -> None:
+    # The mutating webhook's call fails (failurePolicy: Ignore skips it); the validating one
+    # denies, saying why.
+    cluster.api.faults.add_errors(503, resource=RESOURCE, count=100_000)
+    api = cluster.api_client()
+    try:
+        core: Any = client.CoreV1Api(api)
+        with pytest.raises(client.ApiException) as raised:
+            core.create_namespaced_pod(NAMESPACE, pod("unlucky"))
+    finally:
+        api.close()
+        cluster.api.faults.clear()
+    assert raised.value.status == 503
+    message = json.loads(raised.value.body or "{}")["message"]
+    assert message.startswith(
+        'admission webhook "validate.tenantgate.io" denied the request: tenant team-a: '
+        "cannot check the quota ledger: the Kubernetes API server is unreachable ("
+    )
+    assert message.endswith("; retry")
+    assert cluster.pods() == []
+    # Once the API server answers again, so does the ledger.
+    core_api = cluster.api_client()
+    try:
+        assert create_pod(client.CoreV1Api(core_api), "lucky") == "created"
+    finally:
+        core_api.close()
+
+
+def test_replicas_name_themselves_in_the_lease(cluster: Cluster) -> None:
+    holder = cluster.lease()["spec"]["holderIdentity"]
+    assert any(holder.startswith(f"{r.name}_") for r in cluster.replicas)
+    followers = [r for r in cluster.replicas if r is not cluster.leader()]
+    assert [r.metrics().get("tenantgate_leader") for r in followers] == [0.0, 0.0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.integration.test_ha``: run the scenario once and print its figures.
+
+    The benchmark calls this (``--json``) to report throughput and compare-and-swap retries
+    of three replicas next to the single-replica memory backend.
+    """
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--pods", type=int, default=600)
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--guaranteed", type=int, default=40)
+    parser.add_argument("--ceiling", type=int, default=100)
+    parser.add_argument("--storms", type=int, default=0, help="conflict storms of 25 writes")
+    parser.add_argument("--kill-leader-after", type=int, default=None)
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    args = parser.parse_args(argv)
+    with (
+        tempfile.TemporaryDirectory(prefix="tenantgate-ha-") as directory,
+        ha_cluster(
+            Path(directory),
+            replicas=args.replicas,
+            guaranteed=args.guaranteed,
+            ceiling=args.ceiling,
+        ) as cluster,
+    ):
+        result = run_ha_scenario(
+            cluster,
+            pods=args.pods,
+            storms=args.storms,
+            kill_leader_after=args.kill_leader_after,
+        )
+    summary = result.summary()
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        for key, value in summary.items():
+            print(f"{key:>22}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
