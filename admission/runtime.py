@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -72,7 +71,7 @@ _SHARED_RESOURCES: Final[tuple[Resource, ...]] = ("namespaces", "priorityclasses
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """How often the background work runs. Each can be set as ``TENANTGATE_<FIELD>``."""
+    """How often the background work runs; from :class:`Settings` (flag or ``TENANTGATE_*``)."""
 
     config_poll_seconds: float = 2.0
     sweep_seconds: float = 5.0
@@ -95,24 +94,9 @@ class Timings:
             raise ServeError(f"TENANTGATE_LEASE_*: {exc}") from None
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Timings:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for item in fields(cls):
-            raw = env.get(f"TENANTGATE_{item.name.upper()}")
-            if raw is None or not raw.strip():
-                continue
-            kind = int if item.type in ("int", int) else float
-            try:
-                value = kind(raw)
-            except ValueError:
-                raise ServeError(
-                    f"TENANTGATE_{item.name.upper()}={raw!r} is not a number"
-                ) from None
-            if value <= 0:
-                raise ServeError(f"TENANTGATE_{item.name.upper()} must be positive")
-            values[item.name] = value
-        return cls(**values)
+    def from_settings(cls, settings: Settings) -> Timings:
+        """The periods set by flags or ``TENANTGATE_*`` (validated by :class:`Settings`)."""
+        return cls(**{item.name: getattr(settings, item.name) for item in fields(cls)})
 
 
 # --------------------------------------------------------------------------- priority classes
@@ -662,7 +646,7 @@ def build_runtime(
         config_path=Path(path),
         target=target,
         connection=connection,
-        timings=timings if timings is not None else Timings.from_environ(environ),
+        timings=timings if timings is not None else Timings.from_settings(settings),
         clock=clock,
     )
 

@@ -32,3 +32,13 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = None
     offline: bool = False
     shutdown_grace_seconds: float = Field(default=25.0, ge=0)
+    # Background work (see admission.runtime.Timings).
+    config_poll_seconds: float = Field(default=2.0, gt=0, description="config file poll period")
+    sweep_seconds: float = Field(default=5.0, gt=0, description="reservation expiry sweep period")
+    recount_seconds: float = Field(default=300.0, gt=0, description="full ledger recount period")
+    cert_check_seconds: float = Field(default=30.0, gt=0, description="certificate check period")
+    watch_timeout_seconds: int = Field(default=300, gt=0, description="server-side watch timeout")
+    # Leader election of the kubernetes ledger backend (client-go's usual 15 s / 10 s / 2 s).
+    lease_duration_seconds: float = Field(default=15.0, gt=0)
+    lease_renew_deadline_seconds: float = Field(default=10.0, gt=0)
+    lease_retry_period_seconds: float = Field(default=2.0, gt=0)

@@ -42,6 +42,9 @@ _FLAGS: dict[str, str] = {
     "--metrics-port": "metrics_port",
     "--log-format": "log_format",
     "--log-level": "log_level",
+    "--recount-seconds": "recount_seconds",
+    "--sweep-seconds": "sweep_seconds",
+    "--config-poll-seconds": "config_poll_seconds",
     "--max-body-bytes": "max_body_bytes",
     "--service": "service",
     "--namespace": "namespace",
@@ -101,6 +104,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--shutdown-grace-seconds", metavar="S", help="time allowed for in-flight requests (25)"
+    )
+    parser.add_argument(
+        "--recount-seconds", metavar="S", help="period of the full ledger recount (300)"
+    )
+    parser.add_argument(
+        "--sweep-seconds", metavar="S", help="period of the reservation expiry sweep (5)"
+    )
+    parser.add_argument(
+        "--config-poll-seconds", metavar="S", help="how often the config file is checked (2)"
     )
     parser.set_defaults(func=run_serve)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from admission.runtime import (
     DEFAULT_CONFIG,
@@ -138,17 +139,20 @@ def test_an_unusable_kubeconfig_stops_the_start(tmp_path: Path) -> None:
         build_runtime(settings, timings=FAST, environ=NO_CLUSTER)
 
 
-def test_timings_come_from_the_environment() -> None:
-    timings = Timings.from_environ(
-        {"TENANTGATE_RECOUNT_SECONDS": "30", "TENANTGATE_WATCH_TIMEOUT_SECONDS": "60"}
-    )
+def test_timings_come_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENANTGATE_RECOUNT_SECONDS", "30")
+    monkeypatch.setenv("TENANTGATE_WATCH_TIMEOUT_SECONDS", "60")
+    timings = Timings.from_settings(Settings(sweep_seconds=1.5))
     assert timings.recount_seconds == 30.0
     assert timings.watch_timeout_seconds == 60
-    assert timings.sweep_seconds == Timings().sweep_seconds
-    with pytest.raises(ServeError, match="TENANTGATE_SWEEP_SECONDS='soon' is not a number"):
-        Timings.from_environ({"TENANTGATE_SWEEP_SECONDS": "soon"})
-    with pytest.raises(ServeError, match="must be positive"):
-        Timings.from_environ({"TENANTGATE_RECOUNT_SECONDS": "0"})
+    assert timings.sweep_seconds == 1.5
+    assert timings.config_poll_seconds == Timings().config_poll_seconds
+    monkeypatch.setenv("TENANTGATE_SWEEP_SECONDS", "soon")
+    with pytest.raises(ValidationError, match="sweep_seconds"):
+        Settings()
+    monkeypatch.setenv("TENANTGATE_SWEEP_SECONDS", "0")
+    with pytest.raises(ValidationError, match="greater than 0"):
+        Settings()
 
 
 # --------------------------------------------------------------------------- config hot reload
