@@ -46,11 +46,6 @@ def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
     return _string_map(metadata(pod).get("annotations"))
 
 
-def annotation_map(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    """Same as ``annotations`` (mypy mistakes that name for the ``__future__`` import)."""
-    return _string_map(metadata(pod).get("annotations"))
-
-
 def name(pod: Mapping[str, Any]) -> str:
     meta = metadata(pod)
     return string(meta.get("name")) or string(meta.get("generateName")) or ""

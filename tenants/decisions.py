@@ -489,7 +489,7 @@ class PolicyAdmitter:
             )
             asked = None
 
-        existing = podview.annotation_map(pod).get(RESERVATION_ANNOTATION)
+        existing = podview.annotations(pod).get(RESERVATION_ANNOTATION)
         if existing is not None and not _RESERVATION_ID_RE.match(existing):
             existing = None
         # LedgerUnavailable propagates: the call fails and the failurePolicy decides.
@@ -605,7 +605,7 @@ class PolicyAdmitter:
             )
             warnings += verdict.warnings
         labels = podview.labels(final) if mutated.patched is not None else {}
-        profile = podview.annotation_map(final).get(PROFILE_LABEL) if mutated.allowed else None
+        profile = podview.annotations(final).get(PROFILE_LABEL) if mutated.allowed else None
         tenant = self._tenant(self._policy, namespace)
         return Review(
             tenant=tenant.name if tenant is not None else None,
@@ -681,7 +681,7 @@ class PolicyAdmitter:
                 "requests and was not mutated by tenantgate; retry"
             )
 
-        reservation_id = podview.annotation_map(pod).get(RESERVATION_ANNOTATION)
+        reservation_id = podview.annotations(pod).get(RESERVATION_ANNOTATION)
         if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
             reservation_id = None
         label_tier = labels.get(TIER_LABEL)
@@ -727,8 +727,8 @@ class PolicyAdmitter:
         for key in _MANAGED_LABELS:
             if old_labels.get(key) != new_labels.get(key):
                 return Verdict.deny(f"label {key} is managed by tenantgate and cannot be changed")
-        old_id = podview.annotation_map(old).get(RESERVATION_ANNOTATION)
-        if old_id != podview.annotation_map(pod).get(RESERVATION_ANNOTATION):
+        old_id = podview.annotations(old).get(RESERVATION_ANNOTATION)
+        if old_id != podview.annotations(pod).get(RESERVATION_ANNOTATION):
             return Verdict.deny(
                 f"annotation {RESERVATION_ANNOTATION} is managed by tenantgate "
                 "and cannot be changed"
