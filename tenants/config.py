@@ -31,6 +31,7 @@ from pydantic import (
 from classifier.config import (
     ClassifierConfig,
     ClassifierConfigError,
+    ClassifierProblem,
     LabelSelectorRequirementSpec,
     PriorityClassSpec,
     ProfileOverrideSpec,
@@ -250,23 +251,12 @@ class TenantgateConfig(ClassifierConfig):
 # --------------------------------------------------------------------------- compiled policy
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyProblem:
-    """A problem found while compiling, with the field path it concerns."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+# A compile problem has the classifier's shape: the field path it concerns and a message.
+PolicyProblem = ClassifierProblem
 
 
-class PolicyError(ValueError):
-    """The config does not compile; carries every problem found."""
-
-    def __init__(self, problems: list[PolicyProblem] | tuple[PolicyProblem, ...]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(problem) for problem in self.problems))
+class PolicyError(ClassifierConfigError):
+    """The config does not compile; carries every problem found (classifier's and tenants')."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,7 +364,7 @@ def compile_policy(config: TenantgateConfig) -> Policy:
     try:
         base = compile_classifier(config)
     except ClassifierConfigError as exc:
-        problems.extend(PolicyProblem(p.path, p.message) for p in exc.problems)
+        problems.extend(exc.problems)
         base = None
 
     if config.burstPriorityClass not in classes:
@@ -452,7 +442,7 @@ def compile_policy(config: TenantgateConfig) -> Policy:
                         overrides_path=field_path(*where, "profiles", "overrides"),
                     )
                 except ClassifierConfigError as exc:
-                    problems.extend(PolicyProblem(p.path, p.message) for p in exc.problems)
+                    problems.extend(exc.problems)
                     classifier = None
                 else:
                     classifiers[key] = classifier

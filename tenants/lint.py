@@ -78,7 +78,7 @@ def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
 
 def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
     """What loads but is surely wrong; see the module docstring."""
-    problems = [PolicyProblem(p.path, p.message) for p in find_unreachable_rules(config)]
+    problems = list(find_unreachable_rules(config))
     problems.extend(_burst_problems(config))
     problems.extend(_claim_problems(config))
     problems.extend(_class_problems(config))
