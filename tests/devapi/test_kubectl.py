@@ -1,0 +1,186 @@
+"""kubectl against the test API server: get, apply, apply --dry-run=server.
+
+Skipped where kubectl is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.devapi.support import Api, TLSMaterial, WebhookServer, allow, crd, hook, register
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - name: app
+    image: registry.example/app:1.0
+    resources:
+      requests: {cpu: 100m, memory: 64Mi}
+"""
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    kubeconfig: Path
+    workdir: Path
+
+    def __call__(self, *args: str) -> Result:
+        if KUBECTL is None:  # pragma: no cover - the module is skipped
+            raise RuntimeError("kubectl is not installed")
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "HOME": str(self.workdir)}
+        done = subprocess.run(
+            [KUBECTL, "--cache-dir", str(self.workdir / "cache"), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return Result(done.returncode, done.stdout, done.stderr)
+
+    def write(self, name: str, text: str) -> str:
+        path = self.workdir / name
+        path.write_text(text)
+        return str(path)
+
+
+@pytest.fixture
+def kubectl(kubeconfig: Path, tmp_path: Path) -> Kubectl:
+    return Kubectl(kubeconfig, tmp_path)
+
+
+def test_apply_get_and_reapply(kubectl: Kubectl, core: Api) -> None:
+    manifest = kubectl.write("pod.yaml", POD)
+    created = kubectl("apply", "-f", manifest)
+    assert (created.code, created.stdout.strip()) == (0, "pod/web created"), created.stderr
+    listed = kubectl("get", "pods")
+    assert listed.code == 0
+    header, row = listed.stdout.strip().splitlines()
+    assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert row.split()[:4] == ["web", "0/1", "Pending", "0"]
+
+    assert kubectl("apply", "-f", manifest).stdout.strip() == "pod/web unchanged"
+    changed = kubectl.write("pod.yaml", POD.replace("app:1.0", "app:2.0"))
+    configured = kubectl("apply", "-f", changed)
+    assert configured.stdout.strip() == "pod/web configured", configured.stderr
+    assert (
+        core.read_namespaced_pod("web", "default").spec.containers[0].image
+        == "registry.example/app:2.0"
+    )
+    as_json = kubectl("get", "pod", "web", "-o", "jsonpath={.metadata.annotations}")
+    assert "kubectl.kubernetes.io/last-applied-configuration" in as_json.stdout
+
+    deleted = kubectl("delete", "-f", manifest)
+    assert deleted.stdout.strip() == 'pod "web" deleted'
+    assert core.list_namespaced_pod("default").items == []
+
+
+def test_apply_dry_run_server_runs_admission_and_persists_nothing(
+    kubectl: Kubectl,
+    api_client: Api,
+    core: Api,
+    webhooks: WebhookServer,
+    webhook_tls: TLSMaterial,
+) -> None:
+    url = webhooks.route(
+        "/validate", allow(warnings=["tenant team-a: would run on burst capacity"])
+    )
+    register(
+        api_client,
+        "v",
+        hook("validate.example.com", url, webhook_tls, sideEffects="NoneOnDryRun"),
+        mutating=False,
+    )
+    result = kubectl("apply", "--dry-run=server", "-f", kubectl.write("pod.yaml", POD))
+    assert result.code == 0, result.stderr
+    assert result.stdout.strip() == "pod/web created (server dry run)"
+    assert "Warning: tenant team-a: would run on burst capacity" in result.stderr
+    (review,) = webhooks.requests("/validate")
+    assert review["dryRun"] is True
+    assert core.list_namespaced_pod("default").items == []
+
+
+def test_a_denial_is_printed_with_its_message(
+    kubectl: Kubectl,
+    api_client: Api,
+    webhooks: WebhookServer,
+    webhook_tls: TLSMaterial,
+) -> None:
+    url = webhooks.route(
+        "/validate",
+        lambda review: {
+            "allowed": False,
+            "status": {
+                "code": 403,
+                "reason": "Forbidden",
+                "message": "exceeded tenant quota: team-a",
+            },
+        },
+    )
+    register(
+        api_client,
+        "v",
+        hook("validate.tenantgate.io", url, webhook_tls, sideEffects="NoneOnDryRun"),
+        mutating=False,
+    )
+    result = kubectl("apply", "--dry-run=server", "-f", kubectl.write("pod.yaml", POD))
+    assert result.code == 1
+    assert (
+        'admission webhook "validate.tenantgate.io" denied the request: '
+        "exceeded tenant quota: team-a" in result.stderr
+    )
+    assert "Error from server (Forbidden)" in result.stderr
+
+
+def test_custom_resources_with_kubectl(kubectl: Kubectl) -> None:
+    definition = kubectl.write("crd.yaml", yaml.safe_dump(crd()))
+    assert kubectl("apply", "-f", definition).code == 0
+    widget = kubectl.write(
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 3\n",
+    )
+    assert kubectl("apply", "-f", widget).stdout.strip() == "widget.example.com/w created"
+    table = kubectl("get", "widgets")
+    assert table.stdout.split() == ["NAME", "SIZE", "w", "3"]
+    assert kubectl("get", "wd", "w", "-o", "jsonpath={.spec.size}").stdout == "3"
+    resized = kubectl.write(
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 4\n",
+    )
+    assert kubectl("apply", "-f", resized).stdout.strip() == "widget.example.com/w configured"
+    assert kubectl("get", "widget", "w", "-o", "jsonpath={.metadata.generation}").stdout == "2"
+
+
+def test_namespaces_priority_classes_and_api_resources(kubectl: Kubectl) -> None:
+    namespace = kubectl.write(
+        "ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n"
+    )
+    assert kubectl("apply", "-f", namespace).stdout.strip() == "namespace/team-a created"
+    assert "team-a" in kubectl("get", "ns", "-l", "kubernetes.io/metadata.name=team-a").stdout
+    classes = kubectl("get", "priorityclasses").stdout
+    assert "system-cluster-critical" in classes
+    resources = kubectl("api-resources", "--no-headers").stdout
+    names = {line.split()[0] for line in resources.splitlines()}
+    assert {"pods", "namespaces", "priorityclasses", "leases", "customresourcedefinitions"} <= names
