@@ -30,6 +30,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 import certs
+from admission import server as server_module
 from admission.server import Endpoints, ServeError, WebhookServer
 from tests.tlsclient import (
     STARTUP_TIMEOUT,
@@ -515,3 +516,28 @@ def test_sigterm_finishes_in_flight_requests_then_exits_0(tmp_path: Path) -> Non
         process.stop()
     process.wait_for_log(lambda e: e.get("msg") == "SIGTERM received")
     process.wait_for_log(lambda e: e.get("msg") == "stopped")
+
+
+def test_accepted_connections_have_nagle_off() -> None:
+    # asyncio sets TCP_NODELAY on accepted sockets only when the listening socket's proto is
+    # IPPROTO_TCP; without it every small response waits for the client's delayed ACK.
+    listener = server_module._listen("127.0.0.1", 0)
+    options: list[int] = []
+
+    async def scenario() -> None:
+        seen = asyncio.Event()
+
+        async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            options.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            seen.set()
+            writer.close()
+
+        async with await asyncio.start_server(accepted, sock=listener):
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            await seen.wait()
+            writer.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    assert len(options) == 1
+    assert options[0] != 0
