@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import orjson
 
-from bench import core, memory, report, scale, stats
+from bench import core, ha, memory, report, scale, stats
 from bench.configgen import compile_generated, generate_config
 from bench.core import Point
 from bench.serverload import LoadPlan, run_server_load
@@ -28,7 +28,7 @@ from bench.stack import Pipeline, memory_ledger, offline_runtime
 from bench.workload import Workload, build_workload, load_sources
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
-PHASES: Final = ("core", "server", "scale", "memory")
+PHASES: Final = ("core", "server", "scale", "memory", "ha")
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,10 +352,32 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
 
+    def run_ha() -> None:
+        progress("ha: concurrent creates through the test API server, memory vs 3 replicas")
+        measured = ha.measure(quick=args.quick)
+        results["ha"] = measured
+        for name, run in measured["runs"].items():
+            extra_rows.append(
+                report.Row(
+                    f"ha: {name}",
+                    f"{run['throughput_rps']} creates/s, {run['admitted']} admitted of "
+                    f"{measured['pods']}; CAS writes {run['cas_writes']:.0f}, conflicts "
+                    f"{run['cas_conflicts']:.0f}, exhausted {run['cas_exhausted']:.0f}, "
+                    f"group commits {run['group_commits']:.0f} "
+                    f"(max {run['max_group_commit']:.0f} changes)",
+                )
+            )
+        extra_rows.append(
+            report.Row(
+                "ha: 3 replicas / memory creates/s", report.show(measured["throughput_ratio"])
+            )
+        )
+
     phase("core", run_core)
     phase("server", run_server)
     phase("scale", run_scale)
     phase("memory", run_memory)
+    phase("ha", run_ha)
 
     full_size = not args.quick
     applicable = {

@@ -63,7 +63,7 @@ priorityClasses:
   tenant-guaranteed: {{value: 1000}}
 profiles: {{general: {{}}}}
 reservationTTLSeconds: {ttl}
-ledger: {{backend: kubernetes}}
+ledger: {{backend: {backend}}}
 tenants:
   team-a:
     namespaces: [team-a]
@@ -303,9 +303,19 @@ def start_replica(name: str, *, config_file: Path, cert_dir: Path, kubeconfig: P
 
 @contextlib.contextmanager
 def ha_cluster(
-    directory: Path, *, replicas: int = 3, guaranteed: int, ceiling: int
+    directory: Path,
+    *,
+    replicas: int = 3,
+    guaranteed: int,
+    ceiling: int,
+    backend: str = "kubernetes",
 ) -> Iterator[Cluster]:
-    """The test API server with the CRD, ``replicas`` tenantgate processes, webhooks registered."""
+    """The test API server with the CRD, ``replicas`` tenantgate processes, webhooks registered.
+
+    ``backend: memory`` (one replica) is the single-process baseline the benchmark compares with.
+    """
+    if backend == "memory" and replicas != 1:
+        raise ValueError("the memory backend serves one replica only")
     manifests = [
         WEBHOOKS / "namespace.yaml",
         WEBHOOKS / "priorityclass-tenant-burst.yaml",
@@ -315,7 +325,9 @@ def ha_cluster(
     cert_dir = directory / "certs"
     certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
     config_file = directory / "tenantgate.yaml"
-    config_file.write_text(CONFIG.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling))
+    config_file.write_text(
+        CONFIG.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling, backend=backend)
+    )
     with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
         api.registry.bootstrap(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
@@ -346,7 +358,8 @@ def ha_cluster(
                 eventually(replica.ready, f"{replica.name} to be ready", timeout=WAIT)
             cluster = Cluster(api, kubeconfig, cert_dir, running, proxy, guaranteed, ceiling)
             try:
-                eventually(lambda: _has_leader(cluster), "a leader", timeout=WAIT)
+                if backend == "kubernetes":
+                    eventually(lambda: _has_leader(cluster), "a leader", timeout=WAIT)
                 yield cluster
             finally:
                 cluster.close()
@@ -754,6 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ceiling", type=int, default=100)
     parser.add_argument("--storms", type=int, default=0, help="conflict storms of 25 writes")
     parser.add_argument("--kill-leader-after", type=int, default=None)
+    parser.add_argument("--backend", choices=["kubernetes", "memory"], default="kubernetes")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
     with (
@@ -763,6 +777,7 @@ def main(argv: list[str] | None = None) -> int:
             replicas=args.replicas,
             guaranteed=args.guaranteed,
             ceiling=args.ceiling,
+            backend=args.backend,
         ) as cluster,
     ):
         result = run_ha_scenario(
