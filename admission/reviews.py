@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeGuard
 
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -140,32 +140,116 @@ def decode_review(body: bytes) -> Review:
             category="invalid_request",
         )
 
+    plain = _plain_request(raw_request)
+    request, resource = plain if plain is not None else _validated_request(raw_request)
+    return Review(api_version=api_version, request=request, resource=resource)
+
+
+def _validated_request(raw: dict[str, Any]) -> tuple[AdmissionInput, str]:
+    """``raw`` through :class:`AdmissionRequest`: the request and its resource, or the error."""
     try:
-        request = AdmissionRequest.model_validate(raw_request)
+        request = AdmissionRequest.model_validate(raw)
     except ValidationError as exc:
         raise ReviewError(
             400, f"invalid AdmissionReview: {_first_problem(exc)}", category="invalid_request"
         ) from None
-
-    return Review(
-        api_version=api_version,
-        request=AdmissionInput(
-            uid=request.uid,
-            operation=request.operation,
-            namespace=request.namespace,
-            name=request.name,
-            object=request.object_,
-            old_object=request.old_object,
-            kind=request.kind.kind,
-            group=request.kind.group,
-            version=request.kind.version,
-            sub_resource=request.sub_resource,
-            dry_run=request.dry_run,
-            username=request.user_info.username,
-            options=request.options,
-        ),
-        resource=request.resource.resource,
+    admission_input = AdmissionInput(
+        uid=request.uid,
+        operation=request.operation,
+        namespace=request.namespace,
+        name=request.name,
+        object=request.object_,
+        old_object=request.old_object,
+        kind=request.kind.kind,
+        group=request.kind.group,
+        version=request.kind.version,
+        sub_resource=request.sub_resource,
+        dry_run=request.dry_run,
+        username=request.user_info.username,
+        options=request.options,
     )
+    return admission_input, request.resource.resource
+
+
+_OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+
+def _text(value: object, *, required: bool = False) -> TypeGuard[str]:
+    """Whether ``value`` passes a strict ``str`` field (with ``min_length=1`` if required)."""
+    return type(value) is str and (bool(value) or not required)
+
+
+def _plain_request(raw: dict[str, Any]) -> tuple[AdmissionInput, str] | None:
+    """The request the model would give for a well-formed ``raw``; None when in any doubt.
+
+    The API server always sends a well-formed request, and validating it through the model is
+    most of the cost of decoding. This accepts only values :class:`AdmissionRequest` accepts
+    unchanged (exact types, no coercion); anything else (wrong types, nulls, missing required
+    fields) goes through the model, so errors and their messages come from one place.
+    """
+    uid = raw.get("uid")
+    operation = raw.get("operation")
+    kind = raw.get("kind")
+    if not _text(uid, required=True) or type(kind) is not dict:
+        return None
+    if type(operation) is not str or operation not in _OPERATIONS:
+        return None
+    group = kind.get("group", "")
+    version = kind.get("version")
+    kind_name = kind.get("kind")
+    if not _text(version, required=True) or not _text(kind_name, required=True):
+        return None
+    if not _text(group):
+        return None
+    resource = raw.get("resource", _EMPTY)
+    user_info = raw.get("userInfo", _EMPTY)
+    if type(resource) is not dict or type(user_info) is not dict:
+        return None
+    resource_group = resource.get("group", "")
+    resource_version = resource.get("version", "")
+    resource_name = resource.get("resource", "")
+    username = user_info.get("username", "")
+    sub_resource = raw.get("subResource", "")
+    name = raw.get("name", "")
+    namespace = raw.get("namespace", "")
+    if not (
+        _text(resource_group)
+        and _text(resource_version)
+        and _text(resource_name)
+        and _text(username)
+        and _text(sub_resource)
+        and _text(name)
+        and _text(namespace)
+    ):
+        return None
+    obj = raw.get("object")
+    old_object = raw.get("oldObject")
+    options = raw.get("options")
+    dry_run = raw.get("dryRun", False)
+    if type(dry_run) is not bool:
+        return None
+    for value in (obj, old_object, options):
+        if value is not None and type(value) is not dict:
+            return None
+    request = AdmissionInput(
+        uid,
+        operation,
+        namespace,
+        name,
+        obj,
+        old_object,
+        kind_name,
+        group,
+        version,
+        sub_resource,
+        dry_run,
+        username,
+        options,
+    )
+    return request, resource_name
+
+
+_EMPTY: Final[dict[str, Any]] = {}
 
 
 def encode_response(

@@ -146,7 +146,7 @@ class Quantity:
         Raises ``QuantityError`` naming the input and what is wrong with it.
         """
         if isinstance(text, str):
-            return _parse(text)
+            return _parse_cached(text)
         if isinstance(text, int) and not isinstance(text, bool):
             return _parse(str(text))
         raise _invalid(text, f"expected a string or an integer, not {type(text).__name__}")
@@ -161,7 +161,8 @@ class Quantity:
         digits; the float itself is never used in arithmetic.
         """
         if isinstance(value, str):
-            return _parse(value.strip())
+            known = _PARSED.get(value)
+            return known if known is not None else _parse_cached(value.strip(), key=value)
         if isinstance(value, int) and not isinstance(value, bool):
             return _parse(str(value))
         if isinstance(value, float):
@@ -293,6 +294,26 @@ def _div_away_from_zero(nanos: int, unit: int) -> int:
 
 
 # -- parsing ----------------------------------------------------------------------------------
+
+# Parsed values by their text. Quantities are immutable, so one parse of "100m" serves every
+# pod that asks for it; manifests use few distinct values, while a pod is read several times per
+# admission (rules, /mutate, /validate). Bounded in count and key length so that unusual inputs
+# cannot grow it: once full, new texts are parsed without being kept.
+_PARSED: Final[dict[str, Quantity]] = {}
+_PARSED_MAX_ENTRIES: Final = 4096
+_PARSED_MAX_KEY: Final = 40
+
+
+def _parse_cached(text: str, *, key: str | None = None) -> Quantity:
+    """``_parse(text)``, remembered under ``key`` (default ``text``); errors are not kept."""
+    key = text if key is None else key
+    known = _PARSED.get(key)
+    if known is not None:
+        return known
+    quantity = _parse(text)
+    if len(key) <= _PARSED_MAX_KEY and len(_PARSED) < _PARSED_MAX_ENTRIES:
+        _PARSED[key] = quantity
+    return quantity
 
 
 def _parse(text: str) -> Quantity:

@@ -18,9 +18,8 @@ needs, not "what is it using after an in-place resize".
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from classifier import podview
 from classifier.quantities import Quantity, QuantityError, field_path
@@ -52,8 +51,8 @@ class PodResourceError(QuantityError):
         self.path = path
 
 
-@dataclass(frozen=True, slots=True)
-class _Container:
+class _Container(NamedTuple):
+    # A named tuple, not a dataclass: one is built per container per read, on the admission path.
     # As stored: requests defaulted from limits, then every value rounded up to milli.
     requests: dict[str, Quantity]
     limits: dict[str, Quantity]
@@ -72,8 +71,8 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Quantity]:
     quantity.
     """
     spec = podview.spec(pod)
-    containers = list(_read_containers(spec, "containers"))
-    init_containers = list(_read_containers(spec, "initContainers"))
+    containers = _read_containers(spec, "containers")
+    init_containers = _read_containers(spec, "initContainers")
 
     result = _aggregate(containers, init_containers, limits=False, raw=False)
 
@@ -108,42 +107,50 @@ def container_limits(
 # -- reading ----------------------------------------------------------------------------------
 
 
-def _read_containers(spec: Mapping[str, Any], field: str) -> Iterator[_Container]:
+def _read_containers(spec: Mapping[str, Any], field: str) -> list[_Container]:
     items = spec.get(field)
     if not isinstance(items, list):
-        return
+        return []
     # Indexes count every list item, so an error path points at the right element even when
     # a malformed entry is skipped.
-    for index, item in enumerate(items):
-        if isinstance(item, dict):
-            yield _read_container(item, f"spec.{field}[{index}]")
+    return [
+        _read_container(item, f"spec.{field}[{index}]")
+        for index, item in enumerate(items)
+        if isinstance(item, dict)
+    ]
 
 
 def _read_container(container: Mapping[str, Any], path: str) -> _Container:
-    resources = podview.obj(container.get("resources"))
-    requests = _parse(resources.get("requests"), f"{path}.resources.requests")
-    limits = _parse(resources.get("limits"), f"{path}.resources.limits")
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return _Container({}, {}, {}, {}, container.get("restartPolicy") == "Always")
+    requests = _parse(resources.get("requests"), path, ".resources.requests")
+    limits = _parse(resources.get("limits"), path, ".resources.limits")
     for name, limit in limits.items():
         requests.setdefault(name, limit)
     return _Container(
-        requests=_round_list(requests),
-        limits=_round_list(limits),
-        raw_requests=requests,
-        raw_limits=limits,
-        restartable=container.get("restartPolicy") == "Always",
+        _round_list(requests),
+        _round_list(limits),
+        requests,
+        limits,
+        container.get("restartPolicy") == "Always",
     )
 
 
-def _parse(value: object, where: str) -> dict[str, Quantity]:
-    """A JSON resource list; anything but an object reads as empty, like other podview reads."""
+def _parse(value: object, where: str, field: str = "") -> dict[str, Quantity]:
+    """A JSON resource list; anything but an object reads as empty, like other podview reads.
+
+    An error names ``where + field``; the path is only built then.
+    """
     if not isinstance(value, dict):
         return {}
+    from_json = Quantity.from_json
     result: dict[str, Quantity] = {}
     for name, raw in value.items():
         try:
-            result[name] = Quantity.from_json(raw)
+            result[name] = from_json(raw)
         except QuantityError as exc:
-            path = field_path(where, str(name))
+            path = field_path(where + field, str(name))
             raise PodResourceError(f"{path}: {exc}", path=path) from exc
     return result
 
@@ -245,8 +252,15 @@ def _pod_level_requests(
 # -- rounding (SetDefaults_ResourceList) ------------------------------------------------------
 
 
-def _round_list(resources: Mapping[str, Quantity]) -> dict[str, Quantity]:
-    return {name: _round_up_milli(quantity) for name, quantity in resources.items()}
+def _round_list(resources: dict[str, Quantity]) -> dict[str, Quantity]:
+    """``resources`` rounded up to milli; the same dict when nothing needs rounding (the norm).
+
+    Callers treat the result as read-only, so sharing it with the input is safe.
+    """
+    for quantity in resources.values():
+        if quantity.nanos % _MILLI_IN_NANOS:
+            return {name: _round_up_milli(q) for name, q in resources.items()}
+    return resources
 
 
 def _round_up_milli(quantity: Quantity) -> Quantity:

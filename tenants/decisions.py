@@ -199,9 +199,10 @@ def confirm_for_validate(
         if named is not None and named.pod_uid is None:
             reservation = named
     if reservation is not None:
-        released = cancel(ledger, reservation_id=reservation.id)
+        # A denial releases the reservation; it is only built on that path, since an allowed
+        # pod (the common case) keeps it.
         if label_tier is not None and label_tier != reservation.tier:
-            return released, Confirmation(
+            return cancel(ledger, reservation_id=reservation.id), Confirmation(
                 None,
                 _retry(
                     f"label {TIER_LABEL}={label_tier} does not match the {reservation.tier} "
@@ -209,14 +210,14 @@ def confirm_for_validate(
                 ),
             )
         if reservation.tier == "burst" and priority_class != burst_class:
-            return released, Confirmation(
+            return cancel(ledger, reservation_id=reservation.id), Confirmation(
                 None, _burst_class_denial(tenant, burst_class, priority_class)
             )
         delta = _delta(request, reservation.amount)
         if delta:
             growth = check_growth(tenant.quota, ledger, tier=reservation.tier, delta=delta)
             if not growth.fits:
-                return released, Confirmation(
+                return cancel(ledger, reservation_id=reservation.id), Confirmation(
                     None,
                     _retry(
                         denial_message(tenant.name, growth)
@@ -280,9 +281,7 @@ def apply_container_defaults(
     spec = pod.get("spec")
     if not isinstance(spec, dict):
         return []
-    pod_level = podview.obj(spec.get("resources"))
-    skip = set(podview.obj(pod_level.get("requests"))) | set(podview.obj(pod_level.get("limits")))
-    wanted = {name: amount for name, amount in defaults.items() if name not in skip}
+    wanted = {name: defaults[name] for name in _wanted_defaults(spec, defaults)}
     applied: list[tuple[str, dict[str, Quantity]]] = []
     for field in ("initContainers", "containers"):
         items = spec.get(field)
@@ -315,6 +314,39 @@ def apply_container_defaults(
         if new_items is not None:
             spec[field] = new_items
     return applied
+
+
+def _wanted_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> list[str]:
+    """The defaulted resources not set at pod level (``spec.resources``)."""
+    pod_level = podview.obj(spec.get("resources"))
+    requests = podview.obj(pod_level.get("requests"))
+    limits = podview.obj(pod_level.get("limits"))
+    return [name for name in defaults if name not in requests and name not in limits]
+
+
+def _lacks_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> bool:
+    """Whether :func:`apply_container_defaults` would change a pod with this ``spec``."""
+    wanted = _wanted_defaults(spec, defaults) if defaults else []
+    if not wanted:
+        return False
+    for field in ("initContainers", "containers"):
+        items = spec.get(field)
+        if not isinstance(items, list):
+            continue
+        for container in items:
+            if not isinstance(container, dict):
+                continue
+            resources = podview.obj(container.get("resources"))
+            requests = podview.obj(resources.get("requests"))
+            limits = podview.obj(resources.get("limits"))
+            if any(name not in requests and name not in limits for name in wanted):
+                return True
+    return False
+
+
+def _meta_string(pod: Mapping[str, Any], field: str, key: str) -> str | None:
+    """``podview.labels(pod).get(key)`` (or annotations) without copying the whole map."""
+    return podview.string(podview.obj(podview.metadata(pod).get(field)).get(key))
 
 
 def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservation_id: str) -> None:
@@ -489,7 +521,7 @@ class PolicyAdmitter:
             )
             asked = None
 
-        existing = podview.annotations(pod).get(RESERVATION_ANNOTATION)
+        existing = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
         if existing is not None and not _RESERVATION_ID_RE.match(existing):
             existing = None
         # LedgerUnavailable propagates: the call fails and the failurePolicy decides.
@@ -647,8 +679,7 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
-        labels = podview.labels(pod)
-        label_tenant = labels.get(TENANT_LABEL)
+        label_tenant = _meta_string(pod, "labels", TENANT_LABEL)
         if label_tenant is not None and label_tenant != tenant.name:
             return _retry(
                 f"label {TENANT_LABEL}={label_tenant} does not match tenant {tenant.name} "
@@ -673,18 +704,16 @@ class PolicyAdmitter:
                     f"spec.priority {priority} is above the value {known.value} of priority "
                     f"class {class_name}"
                 )
-        if tenant.container_defaults and apply_container_defaults(
-            {"spec": dict(spec)}, tenant.container_defaults
-        ):
+        if _lacks_defaults(spec, tenant.container_defaults):
             return _retry(
                 f"pod {_pod_name(request, pod)} of tenant {tenant.name} has containers without "
                 "requests and was not mutated by tenantgate; retry"
             )
 
-        reservation_id = podview.annotations(pod).get(RESERVATION_ANNOTATION)
+        reservation_id = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
         if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
             reservation_id = None
-        label_tier = labels.get(TIER_LABEL)
+        label_tier = _meta_string(pod, "labels", TIER_LABEL)
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
         confirmation = await self._ledger.transact(
             tenant.name,

@@ -16,6 +16,8 @@ from admission.reviews import (
     API_V1BETA1,
     Review,
     ReviewError,
+    _plain_request,
+    _validated_request,
     decode_review,
     encode_response,
     one_line,
@@ -448,3 +450,75 @@ def test_one_line_flattens_control_characters() -> None:
 def test_one_line_truncates() -> None:
     assert one_line("abcdefghij", limit=8) == "abcde..."
     assert one_line("abcdefgh", limit=8) == "abcdefgh"
+
+
+# --- the fast path agrees with the model -------------------------------------------------------
+
+VALID_REQUEST: dict[str, Any] = fixture("v1-create-pod.json")["request"]
+ENVELOPE_FIELDS = (
+    "uid",
+    "kind",
+    "resource",
+    "subResource",
+    "name",
+    "namespace",
+    "operation",
+    "userInfo",
+    "object",
+    "oldObject",
+    "dryRun",
+    "options",
+)
+TEXT = st.sampled_from(["", "pods"]) | st.text(max_size=5)
+OBJECTS = st.none() | st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=2)
+# Values of the right shape for each field (some still invalid, such as an empty uid).
+PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
+    "uid": TEXT,
+    "kind": st.fixed_dictionaries({"version": TEXT, "kind": TEXT}, optional={"group": TEXT}),
+    "resource": st.fixed_dictionaries(
+        {}, optional={"group": TEXT, "version": TEXT, "resource": TEXT}
+    ),
+    "subResource": TEXT,
+    "name": TEXT,
+    "namespace": TEXT,
+    "operation": st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", "create"]),
+    "userInfo": st.fixed_dictionaries({}, optional={"username": TEXT, "groups": JSON_VALUES}),
+    "object": OBJECTS,
+    "oldObject": OBJECTS,
+    "dryRun": st.booleans(),
+    "options": OBJECTS,
+}
+
+
+@st.composite
+def near_valid_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """The valid fixture request with fields dropped, changed, or (rarely) of any JSON value."""
+    request = dict(VALID_REQUEST)
+    for key in ENVELOPE_FIELDS:
+        choice = draw(st.sampled_from(["keep", "keep", "drop", "plausible", "plausible", "any"]))
+        if choice == "drop":
+            request.pop(key, None)
+        elif choice == "plausible":
+            request[key] = draw(PLAUSIBLE[key])
+        elif choice == "any":
+            request[key] = draw(JSON_VALUES)
+    return request
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=400)
+@given(near_valid_requests())
+def test_plain_request_matches_the_model_whenever_it_answers(request: dict[str, Any]) -> None:
+    plain = _plain_request(request)
+    try:
+        validated: tuple[Any, str] | ReviewError = _validated_request(request)
+    except ReviewError as exc:
+        validated = exc
+
+    if plain is not None:
+        assert not isinstance(validated, ReviewError)
+        assert plain == validated
+
+
+def test_plain_request_answers_for_a_real_request() -> None:
+    assert _plain_request(VALID_REQUEST) == _validated_request(VALID_REQUEST)
+    assert _plain_request(VALID_REQUEST) is not None

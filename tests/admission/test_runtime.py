@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from pydantic import ValidationError
 
+import admission.runtime
 from admission.runtime import (
     DEFAULT_CONFIG,
+    GC_YOUNG_THRESHOLD,
     ClusterGuard,
     Runtime,
     Timings,
@@ -121,6 +124,52 @@ def test_without_a_cluster_it_runs_offline_and_says_so(
     with caplog.at_level(logging.WARNING, logger="admission.runtime"):
         run(runtime, scenario)
     assert "running OFFLINE: no cluster configured" in caplog.text
+
+
+@pytest.fixture
+def gc_untuned(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A process whose collector is as CPython starts it; restored afterwards."""
+    threshold = gc.get_threshold()
+    gc.unfreeze()
+    gc.set_threshold(700, *threshold[1:])
+    monkeypatch.setattr(admission.runtime, "_gc_tuned", False)
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+@pytest.mark.usefixtures("gc_untuned")
+def test_starting_freezes_the_config_and_raises_the_young_threshold(tmp_path: Path) -> None:
+    runtime = offline_runtime(tmp_path)
+    assert gc.get_freeze_count() == 0
+
+    async def scenario() -> None:
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD
+
+    run(runtime, scenario)
+
+
+@pytest.mark.usefixtures("gc_untuned")
+def test_the_ledger_of_the_first_sync_is_frozen_once_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = offline_runtime(tmp_path)
+    synced = False
+    monkeypatch.setattr(runtime, "synced", lambda: synced)
+    monkeypatch.setattr(admission.runtime, "_SYNC_POLL_SECONDS", 0.01)
+
+    async def main() -> None:
+        nonlocal synced
+        waiting = asyncio.create_task(runtime._freeze_when_synced())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        gc.unfreeze()
+        synced = True
+        await asyncio.wait_for(waiting, WAIT)
+        assert gc.get_freeze_count() > 0
+
+    asyncio.run(main())
 
 
 def test_an_invalid_config_stops_the_start_with_every_problem_logged(

@@ -14,7 +14,12 @@ import pytest
 from classifier.quantities import Quantity
 from tenants.config import Policy
 from tenants.configfile import load_policy
-from tenants.decisions import PolicyAdmitter, reservation_id_for
+from tenants.decisions import (
+    PolicyAdmitter,
+    _lacks_defaults,
+    apply_container_defaults,
+    reservation_id_for,
+)
 from tenants.ledger import MemoryLedger, TenantLedger, ledger_from_usage
 from tenants.verdicts import AdmissionInput, Verdict
 from tests.tenants.conftest import (
@@ -595,6 +600,43 @@ def test_a_pod_without_requests_cannot_skip_the_defaults(chain: Chain) -> None:
         "pod team-a/worker-x of tenant team-a has containers without requests and was not "
         "mutated by tenantgate; retry",
     )
+
+
+_DEFAULTS = {"cpu": Quantity.parse("100m"), "memory": Quantity.parse("128Mi")}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},
+        {"containers": "not a list"},
+        {"containers": [{"name": "a"}]},
+        {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]},
+        {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1"}}}]},
+        {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1"}}}]},
+        {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}, "limits": {}}}]},
+        {"containers": ["junk", {"name": "a", "resources": {"requests": {"cpu": "1"}}}]},
+        {
+            "resources": {"requests": {"memory": "1Gi"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        {
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+            "containers": [{"name": "a"}],
+        },
+        {
+            "initContainers": [{"name": "i"}],
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1"}}}],
+        },
+        {"containers": [{"name": "a", "resources": "junk"}]},
+    ],
+)
+def test_validate_sees_missing_defaults_exactly_as_mutate_applies_them(
+    spec: dict[str, Any],
+) -> None:
+    applied = apply_container_defaults({"spec": copy.deepcopy(spec)}, _DEFAULTS)
+    assert _lacks_defaults(spec, _DEFAULTS) == bool(applied)
+    assert not _lacks_defaults(spec, {})
 
 
 # --------------------------------------------------------------------------- bad input
