@@ -3,16 +3,19 @@
 A compiled condition is a small object whose ``test(facts)`` returns the plain-words reason it
 holds (``requests nvidia.com/gpu=1 > 0``) or None. ``PodFacts`` reads each fact of the pod at
 most once, and only when a condition asks for it (the effective request is the costly one).
-This module also holds the static analysis ``tenantgate lint`` uses to find rules that can
-never match.
+Each condition also states a cheap necessary condition (a :class:`Guard`), from which
+:class:`RuleIndex` picks, per pod, the few rules worth testing, so classifying does not grow
+with the number of rules. This module also holds the static analysis ``tenantgate lint`` uses
+to find rules that can never match.
 """
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import logging
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -197,6 +200,80 @@ class PodFacts:
         return None
 
 
+# --------------------------------------------------------------------------- guards
+
+# An exact fact a pod may have, e.g. ("label", "app", "web"), ("namespace", "dev"), ("port", 80).
+Atom = tuple[Hashable, ...]
+# A fact whose value must start with a literal text, e.g. ("namespace", "team-"), or for images
+# (("image", 2), "org/"); the first item names the field, the second is the literal start.
+PrefixAtom = tuple[Hashable, str]
+
+_REQUESTS = "resource"  # the field whose values are only known once the requests are
+_COARSE = frozenset({"owner", "restartPolicy", "hostNetwork", "has-port"})
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A necessary condition: a condition can hold, or raise, only if the pod has one of these.
+
+    A condition without one (``not``, ``absent``, a ``*`` glob...) has the guard None: it is a
+    candidate for every pod.
+    """
+
+    exact: frozenset[Atom] = frozenset()
+    prefixes: frozenset[PrefixAtom] = frozenset()
+
+    def __or__(self, other: Guard) -> Guard:
+        return Guard(self.exact | other.exact, self.prefixes | other.prefixes)
+
+    @property
+    def reads_requests(self) -> bool:
+        return any(a[0] == _REQUESTS for a in self.exact) or any(
+            p[0] == _REQUESTS for p in self.prefixes
+        )
+
+    @property
+    def rank(self) -> tuple[bool, bool, int]:
+        """Lower is more selective: cheap facts first, rare values first, fewer atoms first."""
+        coarse = any(a[0] in _COARSE for a in self.exact) or any(
+            p[0] in _COARSE for p in self.prefixes
+        )
+        return (self.reads_requests, coarse, len(self.exact) + len(self.prefixes))
+
+
+def literal_prefix(pattern: str) -> str:
+    """The text every match of the glob ``pattern`` starts with."""
+    for position, char in enumerate(pattern):
+        if char in _GLOB_CHARS:
+            return pattern[:position]
+    return pattern
+
+
+def any_of_guards(guards: Iterable[Guard | None]) -> Guard | None:
+    """The guard of "one of these holds": None as soon as one is None."""
+    combined = Guard()
+    for guard in guards:
+        if guard is None:
+            return None
+        combined = combined | guard
+    return combined
+
+
+def _values_guard(field_name: Hashable, values: Iterable[str]) -> Guard | None:
+    """Exact values as atoms, globs as prefix atoms; None if a glob starts with a wildcard."""
+    exact: set[Atom] = set()
+    prefixes: set[PrefixAtom] = set()
+    for value in values:
+        if not is_glob(value):
+            exact.add((field_name, value))
+            continue
+        prefix = literal_prefix(value)
+        if not prefix:
+            return None
+        prefixes.add((field_name, prefix))
+    return Guard(frozenset(exact), frozenset(prefixes))
+
+
 # --------------------------------------------------------------------------- conditions
 
 
@@ -210,6 +287,14 @@ class Condition:
 
     def test(self, facts: PodFacts) -> str | None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def guard(self) -> Guard | None:
+        """What a pod must have for ``test`` to hold or raise; None: nothing cheap to say."""
+        return None
+
+    def may_raise(self) -> bool:
+        """Whether ``test`` can raise (it reads the requests, which may be invalid)."""
+        return False
 
 
 class AllOf(Condition):
@@ -228,6 +313,21 @@ class AllOf(Condition):
             reasons.append(reason)
         return " and ".join(reasons) if reasons else "every pod"
 
+    def guard(self) -> Guard | None:
+        # Every child must hold, so any child's guard will do, but children after one that may
+        # raise are not reached when it raises: only the children up to that one qualify.
+        guards = []
+        for child in self.children:
+            guard = child.guard()
+            if guard is not None:
+                guards.append(guard)
+            if child.may_raise():
+                break
+        return min(guards, key=lambda g: g.rank, default=None)
+
+    def may_raise(self) -> bool:
+        return any(child.may_raise() for child in self.children)
+
 
 class AnyOf(Condition):
     __slots__ = ("children",)
@@ -245,6 +345,12 @@ class AnyOf(Condition):
                 return reason
         return None
 
+    def guard(self) -> Guard | None:
+        return any_of_guards(child.guard() for child in self.children)
+
+    def may_raise(self) -> bool:
+        return any(child.may_raise() for child in self.children)
+
 
 class Not(Condition):
     __slots__ = ("child",)
@@ -255,6 +361,9 @@ class Not(Condition):
 
     def test(self, facts: PodFacts) -> str | None:
         return self.description if self.child.test(facts) is None else None
+
+    def may_raise(self) -> bool:
+        return self.child.may_raise()
 
 
 class KeyTest(Condition):
@@ -313,12 +422,23 @@ class KeyTest(Condition):
                 return f"{self.what} {key}={value}"
         return None
 
+    def guard(self) -> Guard | None:
+        if self.mode == "absent":
+            return None
+        if self.key_pattern is not None:
+            prefix = literal_prefix(self.key)
+            return Guard(prefixes=frozenset({(f"{self.what}-key", prefix)})) if prefix else None
+        if self.mode == "values":
+            return Guard(exact=frozenset((self.what, self.key, v) for v in self.values))
+        return Guard(exact=frozenset({(f"{self.what}-key", self.key)}))
+
 
 class NamespaceTest(Condition):
-    __slots__ = ("exact", "pattern")
+    __slots__ = ("exact", "pattern", "patterns")
 
     def __init__(self, patterns: Sequence[str]) -> None:
         super().__init__(f"namespace is {_quoted(patterns)}")
+        self.patterns = tuple(patterns)
         self.exact = frozenset(p for p in patterns if not is_glob(p))
         globs = [p for p in patterns if is_glob(p)]
         self.pattern = compile_globs(globs) if globs else None
@@ -329,12 +449,16 @@ class NamespaceTest(Condition):
             return f"namespace {ns}"
         return None
 
+    def guard(self) -> Guard | None:
+        return _values_guard("namespace", self.patterns)
+
 
 class OwnerKindTest(Condition):
-    __slots__ = ("exact", "pattern")
+    __slots__ = ("exact", "kinds", "pattern")
 
     def __init__(self, kinds: Sequence[str]) -> None:
         super().__init__(f"owner kind is {_quoted(kinds)}")
+        self.kinds = tuple(kinds)
         self.exact = frozenset(k for k in kinds if not is_glob(k))
         globs = [k for k in kinds if is_glob(k)]
         self.pattern = compile_globs(globs) if globs else None
@@ -347,6 +471,9 @@ class OwnerKindTest(Condition):
                 via = f" (via {owner.via})" if owner.via else ""
                 return f"owner {owner.kind} {owner.name}".rstrip() + via
         return None
+
+    def guard(self) -> Guard | None:
+        return _values_guard("owner", self.kinds)
 
 
 class ImageTest(Condition):
@@ -374,14 +501,22 @@ class ImageTest(Condition):
                     return f'image {image} matches "{matched}"'
         return None
 
+    def guard(self) -> Guard | None:
+        # Per depth, the pod's fact is the last ``depth`` components of a repository path.
+        return any_of_guards(
+            _values_guard(("image", depth), [p.lower() for p in group])
+            for depth, _, group in self.by_depth
+        )
+
 
 class PortTest(Condition):
-    __slots__ = ("any_port", "name_pattern", "numbers")
+    __slots__ = ("any_port", "name_pattern", "names", "numbers")
 
     def __init__(self, ports: Sequence[int | str]) -> None:
         super().__init__(f"container port is {_quoted([str(p) for p in ports])}")
         self.numbers = frozenset(p for p in ports if isinstance(p, int))
         names = [p for p in ports if isinstance(p, str)]
+        self.names = tuple(names)
         self.any_port = "*" in names
         self.name_pattern = compile_globs(names) if names else None
 
@@ -393,6 +528,15 @@ class PortTest(Condition):
             if name and self.name_pattern is not None and self.name_pattern.match(name):
                 return f'container {container} exposes port {number} named "{name}"'
         return None
+
+    def guard(self) -> Guard | None:
+        if self.any_port or any(is_glob(name) for name in self.names):
+            return Guard(exact=frozenset({("has-port",)}))
+        return Guard(
+            exact=frozenset(
+                [("port", n) for n in self.numbers] + [("port-name", n) for n in self.names]
+            )
+        )
 
 
 _COMPARATORS: Mapping[str, Callable[[Quantity, Quantity], bool]] = {
@@ -443,6 +587,20 @@ class ResourceTest(Condition):
                 return reason
         return None
 
+    def guard(self) -> Guard | None:
+        # A request the pod lacks counts as zero, so unless zero passes, the pod must request
+        # the resource (or one matching the glob, whose literal start it then has).
+        if any(_COMPARATORS[c.op](_ZERO, c.bound) for c in self.comparisons):
+            return None
+        return (
+            _values_guard(_REQUESTS, [c.name for c in self.comparisons])
+            if self.comparisons
+            else None
+        )
+
+    def may_raise(self) -> bool:
+        return True
+
 
 class RestartPolicyTest(Condition):
     __slots__ = ("policies",)
@@ -454,6 +612,9 @@ class RestartPolicyTest(Condition):
     def test(self, facts: PodFacts) -> str | None:
         policy = facts.restart_policy
         return f"restartPolicy {policy}" if policy in self.policies else None
+
+    def guard(self) -> Guard | None:
+        return Guard(exact=frozenset(("restartPolicy", p) for p in self.policies))
 
 
 class HostNetworkTest(Condition):
@@ -467,6 +628,9 @@ class HostNetworkTest(Condition):
         return (
             f"hostNetwork {str(self.wanted).lower()}" if facts.host_network is self.wanted else None
         )
+
+    def guard(self) -> Guard | None:
+        return Guard(exact=frozenset({("hostNetwork", self.wanted)}))
 
 
 class PrivilegedTest(Condition):
@@ -601,7 +765,175 @@ def compile_rules(
             )
         condition = compile_condition(rule.match, path=f"{path}.match", problems=problems)
         compiled.append(CompiledRule(index, rule.name, rule.profile, condition))
-    return tuple(compiled)
+    return RuleSet(compiled)
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+def _image_tail(repository: str, depth: int) -> str:
+    return "/".join(repository.split("/")[-depth:])
+
+
+class RuleIndex:
+    """Which rules a pod can match, from their guards, in rule order.
+
+    A rule is a candidate when the pod has one of its guard's atoms, or when it has no guard.
+    Guards on requests are resolved only when the scan reaches such a rule, since computing the
+    requests is costly (and may fail: then each of those rules is a candidate, so testing it
+    raises just where a plain scan would).
+    """
+
+    __slots__ = ("_always", "_deferred", "_exact", "_fields", "_images", "_prefixes", "_rules")
+
+    def __init__(self, rules: Sequence[CompiledRule]) -> None:
+        self._rules = tuple(rules)
+        always: set[int] = set()
+        deferred: set[int] = set()
+        exact: dict[Atom, list[int]] = {}
+        prefixes: dict[Hashable, dict[str, list[int]]] = {}
+        for position, rule in enumerate(self._rules):
+            guard = rule.condition.guard()
+            if guard is None:
+                always.add(position)
+                continue
+            if guard.reads_requests:
+                deferred.add(position)
+            for atom in guard.exact:
+                exact.setdefault(atom, []).append(position)
+            for field_name, prefix in guard.prefixes:
+                prefixes.setdefault(field_name, {}).setdefault(prefix, []).append(position)
+        self._always = frozenset(always)
+        self._deferred = frozenset(deferred)
+        self._exact = {atom: tuple(positions) for atom, positions in exact.items()}
+        # Per field: the prefix lengths to try, and what each prefix leads to.
+        self._prefixes = {
+            field_name: (
+                tuple(sorted({len(prefix) for prefix in table})),
+                {prefix: tuple(positions) for prefix, positions in table.items()},
+            )
+            for field_name, table in prefixes.items()
+        }
+        self._fields = frozenset(atom[0] for atom in exact) | frozenset(prefixes)
+        self._images = tuple(
+            (f, f[1]) for f in self._fields if isinstance(f, tuple) and f[0] == "image"
+        )
+
+    def candidates(self, facts: PodFacts) -> Iterator[CompiledRule]:
+        """The rules worth testing on the pod, in order."""
+        hits = self._hits(facts)
+        ordered = sorted(hits)
+        pending = self._deferred - hits
+        if not pending:
+            yield from map(self._rules.__getitem__, ordered)
+            return
+        # Rules before the first one that only the pod's requests can make a candidate are
+        # tested without computing the requests (a match there makes them unnecessary).
+        first = min(pending)
+        yield from map(self._rules.__getitem__, ordered[: bisect.bisect(ordered, first)])
+        hits.update(self._request_hits(facts))
+        yield from map(self._rules.__getitem__, sorted(p for p in hits if p >= first))
+
+    def _hits(self, facts: PodFacts) -> set[int]:
+        """Rules without a guard, and rules whose guard the pod's facts (but requests) meet."""
+        hits = set(self._always)
+        found: list[tuple[int, ...] | None] = []
+        get = self._exact.get
+        fields = self._fields
+        # One loop per fact, only for the facts some guard reads: this runs for every pod.
+        if "namespace" in fields:
+            found.append(get(("namespace", facts.namespace)))
+        if "label" in fields:
+            found.extend(get(("label", k, v)) for k, v in facts.labels.items())
+        if "label-key" in fields:
+            found.extend(get(("label-key", k)) for k in facts.labels)
+        if "annotation" in fields:
+            found.extend(get(("annotation", k, v)) for k, v in facts.annotations.items())
+        if "annotation-key" in fields:
+            found.extend(get(("annotation-key", k)) for k in facts.annotations)
+        if "owner" in fields:
+            found.extend(get(("owner", owner.kind)) for owner in facts.owners)
+        for image_field, depth in self._images:
+            found.extend(get((image_field, _image_tail(r, depth))) for _, r in facts.images)
+        if "has-port" in fields or "port" in fields or "port-name" in fields:
+            ports = facts.ports
+            if ports:
+                found.append(get(("has-port",)))
+            found.extend(get(("port", number)) for number, _, _ in ports)
+            found.extend(get(("port-name", name)) for _, name, _ in ports if name)
+        if "restartPolicy" in fields:
+            found.append(get(("restartPolicy", facts.restart_policy)))
+        if "hostNetwork" in fields:
+            found.append(get(("hostNetwork", facts.host_network)))
+        for positions in found:
+            if positions is not None:
+                hits.update(positions)
+        for field_name, (lengths, table) in self._prefixes.items():
+            if field_name != _REQUESTS:
+                _prefix_hits(hits, self._values(facts, field_name), lengths, table)
+        return hits
+
+    def _request_hits(self, facts: PodFacts) -> set[int] | frozenset[int]:
+        try:
+            requests = facts.requests
+        except Exception:  # any failure is the rule's to raise, when it is tested
+            return self._deferred
+        hits: set[int] = set()
+        for name in requests:
+            found = self._exact.get((_REQUESTS, name))
+            if found is not None:
+                hits.update(found)
+        if _REQUESTS in self._prefixes:
+            lengths, table = self._prefixes[_REQUESTS]
+            _prefix_hits(hits, requests, lengths, table)
+        return hits
+
+    @staticmethod
+    def _values(facts: PodFacts, field_name: Hashable) -> Iterable[str]:
+        """The pod's values of a field some prefix guard reads."""
+        if field_name == "namespace":
+            return (facts.namespace,)
+        if field_name == "label-key":
+            return facts.labels
+        if field_name == "annotation-key":
+            return facts.annotations
+        if field_name == "owner":
+            return [owner.kind for owner in facts.owners]
+        if field_name == "port-name":
+            return [name for _, name, _ in facts.ports if name]
+        if isinstance(field_name, tuple) and field_name[0] == "image":
+            return [_image_tail(repository, field_name[1]) for _, repository in facts.images]
+        raise ValueError(f"no prefix guard reads {field_name!r}")  # pragma: no cover
+
+
+def _prefix_hits(
+    hits: set[int],
+    values: Iterable[str],
+    lengths: tuple[int, ...],
+    table: Mapping[str, tuple[int, ...]],
+) -> None:
+    for value in values:
+        for length in lengths:
+            if length > len(value):
+                break
+            found = table.get(value[:length])
+            if found is not None:
+                hits.update(found)
+
+
+# Below this many rules, testing each costs less than gathering the facts the index reads.
+INDEX_FROM = 16
+
+
+class RuleSet(tuple[CompiledRule, ...]):
+    """Compiled rules in order, with their :class:`RuleIndex` when there are enough of them."""
+
+    rule_index: RuleIndex | None
+
+    def __new__(cls, rules: Iterable[CompiledRule], *, index_from: int = INDEX_FROM) -> RuleSet:
+        self = super().__new__(cls, rules)
+        self.rule_index = RuleIndex(self) if len(self) >= index_from else None
+        return self
 
 
 # --------------------------------------------------------------------------- classifying
@@ -669,7 +1001,9 @@ def classify(
                 requested, "opt-in", None, f"opt-in label {PROFILE_LABEL}={requested}"
             )
     skipped: list[str] = []
-    for rule in rules:
+    index = rules.rule_index if isinstance(rules, RuleSet) else None
+    candidates = rules if index is None else index.candidates(facts)
+    for rule in candidates:
         reason = rule.condition.test(facts)
         if reason is None:
             continue

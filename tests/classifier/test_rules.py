@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from classifier.config import ClassifierConfig, ConditionSpec, compile_classifier
 from classifier.plan import Classifier
 from classifier.resources import PodResourceError
-from classifier.rules import PodFacts, compile_condition, image_repository
+from classifier.rules import (
+    INDEX_FROM,
+    Classification,
+    CompiledRule,
+    PodFacts,
+    RuleSet,
+    classify,
+    compile_condition,
+    compile_rules,
+    image_repository,
+)
 from classifier.types import JSONObject
 
 
@@ -646,3 +659,282 @@ def test_malformed_pod_does_not_crash() -> None:
     }
     result = classifier().classify(weird, namespace="dev")
     assert result.profile == "general"
+
+
+# --------------------------------------------------------------------------- rule index
+
+KEYS = ["app", "tier", "x.io/a", "x.io/b", "tenantgate.io/x", "pod-template-hash"]
+KEY_PATTERNS = [*KEYS[:4], "x.io/*", "*", "ti?r", "[at]*"]
+VALUES = ["a", "b", "web", "a-1", "5d4f"]
+VALUE_GLOBS = ["a*", "*", "w?b", "[ab]", "a-*"]
+NAMESPACE_NAMES = ["default", "team-a", "team-b", "kube-system"]
+KINDS = ["Deployment", "ReplicaSet", "Job", "CronJob", "DaemonSet"]
+IMAGES = [
+    "nginx",
+    "nginx:1.25",
+    "docker.io/library/postgres:16",
+    "ghcr.io/org/app:v1",
+    "registry.example.com/team/app",
+    "localhost:5000/app",
+    "APP",
+]
+IMAGE_PATTERNS = [
+    "nginx",
+    "library/nginx",
+    "org/*",
+    "*/app",
+    "post*",
+    "ghcr.io/org/app",
+    "team/app",
+    "*",
+    "APP",
+    "registry.example.com/team/*",
+    "[np]*",
+]
+RESOURCES = ["cpu", "memory", "nvidia.com/gpu", "example.com/fpga"]
+RESOURCE_TESTS = [
+    "cpu > 1",
+    "nvidia.com/gpu > 0",
+    "memory < 1Gi",
+    "example.com/* > 0",
+    "cpu == 0",
+    "memory >= 0",
+    "pods > 0",
+    "*.com/gpu > 0",
+    "cpu != 1",
+]
+RULE_PROFILES = ["general", "a", "b"]
+
+
+def _some(items: list[Any]) -> st.SearchStrategy[list[Any]]:
+    return st.lists(st.sampled_from(items), min_size=1, max_size=3, unique=True)
+
+
+def _key_match() -> st.SearchStrategy[dict[str, Any]]:
+    tests = st.one_of(
+        st.sampled_from(VALUES).map(lambda v: {"value": v}),
+        _some(VALUES).map(lambda v: {"values": v}),
+        _some(VALUE_GLOBS).map(lambda v: {"glob": v}),
+        st.just({"exists": True}),
+        st.just({"absent": True}),
+    )
+    return st.builds(lambda key, test: {"key": key, **test}, st.sampled_from(KEY_PATTERNS), tests)
+
+
+LEAVES: st.SearchStrategy[tuple[str, Any]] = st.one_of(
+    st.tuples(st.just("label"), _key_match()),
+    st.tuples(st.just("annotation"), _key_match()),
+    st.tuples(st.just("namespace"), _some([*NAMESPACE_NAMES, "team-*", "*-a", "t?am-b"])),
+    st.tuples(st.just("ownerKind"), _some([*KINDS, "Dep*", "*Set", "Cron?ob"])),
+    st.tuples(st.just("image"), _some(IMAGE_PATTERNS)),
+    st.tuples(st.just("port"), _some([80, 443, 8080, "http", "metrics", "*", "ht*", "*s"])),
+    st.tuples(st.just("resource"), _some(RESOURCE_TESTS)),
+    st.tuples(st.just("restartPolicy"), _some(["Always", "OnFailure", "Never"])),
+    st.tuples(st.just("hostNetwork"), st.booleans()),
+    st.tuples(st.just("privileged"), st.booleans()),
+)
+
+
+def _conditions(
+    children: st.SearchStrategy[dict[str, Any]],
+) -> st.SearchStrategy[dict[str, Any]]:
+    branches = st.one_of(
+        st.tuples(st.just("all"), st.lists(children, max_size=3)),
+        st.tuples(st.just("any"), st.lists(children, max_size=3)),
+        st.tuples(st.just("not"), children),
+        LEAVES,
+    )
+    return st.lists(branches, min_size=1, max_size=3).map(dict)
+
+
+CONDITIONS = st.recursive(
+    st.lists(LEAVES, min_size=1, max_size=3).map(dict), _conditions, max_leaves=8
+)
+
+
+@st.composite
+def _indexed_pods(draw: st.DrawFn) -> JSONObject:
+    labels = draw(st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=4))
+    owners = draw(
+        st.lists(
+            st.tuples(st.sampled_from(KINDS), st.sampled_from(["web-5d4f", "x-29000001", "y"])),
+            max_size=2,
+        )
+    )
+    ports = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"containerPort": st.sampled_from([80, 443, 8080, 9090])},
+                optional={"name": st.sampled_from(["http", "https", "metrics", ""])},
+            ),
+            max_size=3,
+        )
+    )
+    requests = draw(
+        st.dictionaries(
+            st.sampled_from(RESOURCES), st.sampled_from(["0", "1", "500m", "2Gi", "12XY"])
+        )
+    )
+    extra: dict[str, Any] = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "restartPolicy": st.sampled_from(["Always", "OnFailure", "Never"]),
+                "hostNetwork": st.booleans(),
+            },
+        )
+    )
+    subject = pod(
+        labels=labels,
+        annotations=draw(
+            st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3)
+        ),
+        owners=owners,
+        images=draw(st.lists(st.sampled_from(IMAGES), min_size=1, max_size=3)),
+        ports=ports,
+        requests=requests,
+        spec=extra,
+    )
+    if draw(st.booleans()):
+        subject["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    return subject
+
+
+def _outcome(call: Callable[[], Classification]) -> Classification | tuple[type, str]:
+    try:
+        return call()
+    except PodResourceError as error:
+        return (type(error), str(error))
+
+
+def _rule_set(conditions: list[dict[str, Any]], profiles: list[str]) -> RuleSet:
+    cfg = ClassifierConfig.model_validate(
+        {
+            "profiles": {name: {} for name in RULE_PROFILES},
+            "rules": [
+                {"name": f"r{i}", "profile": profile, "match": condition}
+                for i, (condition, profile) in enumerate(zip(conditions, profiles, strict=True))
+            ],
+        }
+    )
+    # Indexed at any size, to compare it with a plain scan on rule sets small enough to shrink.
+    return RuleSet(compile_rules(cfg, []), index_from=0)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    conditions=st.lists(CONDITIONS, max_size=8),
+    profiles=st.lists(st.sampled_from(RULE_PROFILES), min_size=8, max_size=8),
+    subjects=st.lists(_indexed_pods(), min_size=1, max_size=4),
+    namespace=st.sampled_from(NAMESPACE_NAMES),
+    allowed=st.none() | st.frozensets(st.sampled_from(RULE_PROFILES)),
+)
+def test_the_index_classifies_exactly_like_a_scan_in_order(
+    conditions: list[dict[str, Any]],
+    profiles: list[str],
+    subjects: list[JSONObject],
+    namespace: str,
+    allowed: frozenset[str] | None,
+) -> None:
+    indexed = _rule_set(conditions, profiles[: len(conditions)])
+    plain = tuple(indexed)
+    assert type(plain) is tuple
+    for subject in subjects:
+
+        def run(rules: Sequence[CompiledRule], subject: JSONObject = subject) -> Any:
+            return _outcome(
+                lambda: classify(
+                    subject,
+                    namespace=namespace,
+                    rules=rules,
+                    profiles=RULE_PROFILES,
+                    default_profile="general",
+                    allowed_profiles=allowed,
+                )
+            )
+
+        assert run(indexed) == run(plain)
+
+
+def _candidates(rules: RuleSet, subject: JSONObject, namespace: str = "default") -> list[str]:
+    facts = PodFacts(subject, namespace=namespace)
+    assert rules.rule_index is not None
+    return [rule.name for rule in rules.rule_index.candidates(facts)]
+
+
+def test_the_index_offers_only_rules_the_pod_can_match_in_order() -> None:
+    conditions: list[dict[str, Any]] = [
+        {"label": {"key": "team", "value": f"t{i}"}} for i in range(50)
+    ]
+    conditions += [
+        {"namespace": "team-*"},
+        {"image": ["org/*", "postgres"]},
+        {"all": [{"ownerKind": "Deployment"}, {"label": {"key": "app", "value": "web"}}]},
+        {"not": {"port": 80}},
+        {"any": [{"restartPolicy": "Never"}, {"annotation": {"key": "x.io/*", "exists": True}}]},
+        {"label": {"key": "team", "value": "t7"}},
+    ]
+    rules = _rule_set(conditions, ["a"] * len(conditions))
+    subject = pod(
+        labels={"team": "t7", "app": "web"},
+        owners=[("ReplicaSet", "web-5d4f")],
+        images=["postgres:16"],
+    )
+    subject["metadata"]["labels"]["pod-template-hash"] = "5d4f"
+    assert _candidates(rules, subject) == ["r7", "r51", "r52", "r53", "r55"]
+    assert _candidates(rules, subject, "team-x") == ["r7", "r50", "r51", "r52", "r53", "r55"]
+    other = pod(annotations={"x.io/owner": "me"}, spec={"restartPolicy": "Always"})
+    assert _candidates(rules, other) == ["r53", "r54"]
+
+
+def test_requests_are_read_only_when_a_rule_needs_them() -> None:
+    rules = _rule_set(
+        [
+            {"port": 80},
+            {"resource": "nvidia.com/gpu > 0"},
+            {"label": {"key": "app", "exists": True}},
+        ],
+        ["a", "b", "a"],
+    )
+    broken = pod(requests={"memory": "12XY"}, ports=[{"containerPort": 80}])
+    result = classify(
+        broken, namespace="d", rules=rules, profiles=RULE_PROFILES, default_profile="general"
+    )
+    assert result.rule == "r0"
+    # The gpu rule cannot match a pod without the request, but a scan raises there, so must this.
+    portless = pod(requests={"memory": "12XY"}, labels={"app": "x"})
+    with pytest.raises(PodResourceError, match="memory"):
+        classify(
+            portless, namespace="d", rules=rules, profiles=RULE_PROFILES, default_profile="general"
+        )
+    # Conditions after one that reads the requests are not reached when reading them fails.
+    after = _rule_set([{"resource": "cpu > 1", "restartPolicy": "Never"}], ["a"])
+    with pytest.raises(PodResourceError, match="memory"):
+        classify(
+            broken, namespace="d", rules=after, profiles=RULE_PROFILES, default_profile="general"
+        )
+    valid = pod(requests={"memory": "1Gi"}, labels={"app": "x"})
+    assert _candidates(rules, valid) == ["r2"]
+    gpu = pod(limits={"nvidia.com/gpu": "1"}, labels={"app": "x"})
+    assert _candidates(rules, gpu) == ["r1", "r2"]
+
+
+def test_only_larger_rule_sets_are_indexed() -> None:
+    def compiled(count: int) -> Sequence[CompiledRule]:
+        cfg = ClassifierConfig.model_validate(
+            {
+                "profiles": {"general": {}},
+                "rules": [
+                    {"name": f"r{i}", "profile": "general", "match": {"namespace": f"n{i}"}}
+                    for i in range(count)
+                ],
+            }
+        )
+        return compile_rules(cfg, [])
+
+    small, large = compiled(INDEX_FROM - 1), compiled(INDEX_FROM)
+    assert isinstance(small, RuleSet)
+    assert small.rule_index is None
+    assert isinstance(large, RuleSet)
+    assert large.rule_index is not None
+    assert _candidates(large, pod(), namespace="n3") == ["r3"]
