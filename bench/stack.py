@@ -17,10 +17,10 @@ from typing import Any, Final
 
 from admission.patch import encode_patch, make_json_patch
 from admission.reviews import decode_review, encode_response
-from admission.runtime import Runtime, Timings
+from admission.runtime import Runtime, Timings, tune_gc
 from admission.settings import Settings
 from bench.configgen import GeneratedPolicy
-from tenants.configfile import LoadedConfig, SourceMap
+from tenants.configfile import LoadedConfig
 from tenants.kube.connection import resolve_target
 from tenants.ledger import MemoryLedger
 from tenants.verdicts import Admitter, Verdict
@@ -40,9 +40,8 @@ def offline_runtime(
         file=f"<generated: {generated.tenants} tenants, {generated.rules} rules>",
         config=policy.config,
         policy=policy,
-        source=SourceMap(None),
     )
-    return Runtime(
+    runtime = Runtime(
         Settings(cert_dir=cert_dir, offline=True),
         loaded=loaded,
         config_path=Path(loaded.file),
@@ -51,6 +50,10 @@ def offline_runtime(
         timings=Timings(),
         clock=clock,
     )
+    # The collector as `serve` leaves it once started (frozen policy, raised young threshold),
+    # so in-process figures measure what the server runs.
+    tune_gc()
+    return runtime
 
 
 def settle(value: Any) -> Any:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, cast
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from classifier.plan import Classifier
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 TENANT_LABEL: Final = "tenantgate.io/tenant"
 TIER_LABEL: Final = "tenantgate.io/tier"
@@ -355,6 +357,26 @@ def _override_key(overrides: Mapping[str, ProfileOverrideSpec]) -> str:
     return "\n".join(f"{name}={overrides[name].model_dump_json()}" for name in sorted(overrides))
 
 
+def _amounts_key(amounts: Mapping[str, Quantity]) -> tuple[tuple[str, int, str], ...]:
+    """Equal keys for amounts that are equal *and written alike* (messages show the format)."""
+    return tuple(sorted((name, q.nanos, q.format) for name, q in amounts.items()))
+
+
+class _Sharing:
+    """One instance of each distinct immutable value a compile builds per tenant.
+
+    Tenants usually come in a few sizes and share their priority classes: at 10,000 tenants,
+    a copy each of equal quotas, class sets and defaults is most of the compiled policy.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[Any, Any] = {}
+
+    def __call__(self, key: Any, value: T) -> T:
+        """The first value given for ``key`` (``value`` itself the first time)."""
+        return cast("T", self._values.setdefault(key, value))
+
+
 def compile_policy(config: TenantgateConfig) -> Policy:
     """Check every cross-reference and compile; :class:`PolicyError` lists every problem."""
     problems: list[PolicyProblem] = []
@@ -378,6 +400,7 @@ def compile_policy(config: TenantgateConfig) -> Policy:
 
     tenants: dict[str, TenantPolicy] = {}
     by_namespace: dict[str, TenantPolicy] = {}
+    shared = _Sharing()
     claimed_by: dict[str, str] = {}
     selector_tenants: list[TenantPolicy] = []
     classifiers: dict[str, Classifier] = {}
@@ -450,11 +473,16 @@ def compile_policy(config: TenantgateConfig) -> Policy:
             continue
         quota_spec = spec.quota
         burst = quota_spec.burst
-        quota = build_quota(
-            quota_spec.guaranteed,
-            ratio=Fraction(burst.ratio) if burst is not None and burst.ratio is not None else None,
-            maximum=burst.max if burst is not None else None,
+        ratio = Fraction(burst.ratio) if burst is not None and burst.ratio is not None else None
+        maximum = burst.max if burst is not None else None
+        quota = shared(
+            ("quota", _amounts_key(quota_spec.guaranteed), ratio, _amounts_key(maximum or {})),
+            build_quota(quota_spec.guaranteed, ratio=ratio, maximum=maximum),
         )
+        # The burst class is never an escalation: it is the lowest a tenant pod gets.
+        classes_allowed = frozenset((pcs.guaranteed, *pcs.allowed, config.burstPriorityClass))
+        profiles_allowed = frozenset(allowed_profiles) if allowed_profiles is not None else None
+        defaults = spec.containerDefaults.requests if spec.containerDefaults is not None else {}
         tenant = TenantPolicy(
             name=name,
             quota=quota,
@@ -465,13 +493,10 @@ def compile_policy(config: TenantgateConfig) -> Policy:
                 else None
             ),
             guaranteed_class=pcs.guaranteed,
-            # The burst class is never an escalation: it is the lowest a tenant pod gets.
-            allowed_classes=frozenset((pcs.guaranteed, *pcs.allowed, config.burstPriorityClass)),
-            allowed_profiles=frozenset(allowed_profiles) if allowed_profiles is not None else None,
+            allowed_classes=shared(classes_allowed, classes_allowed),
+            allowed_profiles=shared(profiles_allowed, profiles_allowed),
             classifier=classifier,
-            container_defaults=(
-                dict(spec.containerDefaults.requests) if spec.containerDefaults is not None else {}
-            ),
+            container_defaults=shared(("defaults", _amounts_key(defaults)), dict(defaults)),
         )
         tenants[name] = tenant
         for namespace in spec.namespaces:

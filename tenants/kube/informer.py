@@ -10,14 +10,24 @@ diffs it against what it knows. Failures are retried after a per-resource expone
 Objects are converted in the worker thread (parsing a pod's request is the expensive part);
 the sink's methods then run on the event loop through ``deliver`` (normally
 ``loop.call_soon_threadsafe``), in the order the events arrived. Nothing here touches a ledger.
+
+A list page is read and converted with the cyclic garbage collector paused (:func:`gc_paused`):
+a page's parsed JSON (500 pods, ~150,000 objects) is freed by reference counting as soon as it is
+converted, but while it lives its allocations trigger collections that traverse it and, once
+it is promoted, everything else alive; at 150,000 pods that was two thirds of the first list's
+CPU time.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import logging
 import random
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, Generic, Protocol, TypeVar
@@ -81,6 +91,58 @@ class InformerStatus:
     events: int = 0
     restarts: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0  # threads inside gc_paused()
+_gc_resume = False  # whether the collector was enabled when the first of them entered
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bounded bulk step (one list page), any thread.
+
+    The collector is process-wide: nested and concurrent pauses (several informers) share
+    one, and it is enabled again when the last ends, only if it was enabled before the first
+    began (a process that turned it off keeps it off). Reference counting still frees
+    everything acyclic meanwhile; cycles wait for the next collection.
+    """
+    global _gc_pausers, _gc_resume
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_resume:
+                gc.enable()
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None  # not glibc: nothing to do
+    return trim
+
+
+_MALLOC_TRIM: Final = _malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Give memory freed by a bulk load back to the OS (glibc ``malloc_trim``; else a no-op).
+
+    Parsing a 150,000-pod list frees hundreds of MiB of large blocks that glibc keeps mapped
+    between the few it still holds; trimming once after the list lowers the RSS at rest by
+    tens of MiB.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def _resource_version(obj: Any) -> str | None:
@@ -198,21 +260,24 @@ class Informer(Generic[T]):
             version = ""
             try:
                 while True:
-                    page = self._connection.list_page(
-                        self.resource, limit=self._page_size, continue_token=token
-                    )
-                    if not version:
-                        version = page.resource_version
-                    for raw in page.items:
-                        item = self._converted(raw)
-                        if item is not None:
-                            items.append(item)
-                    token = page.continue_token
+                    with gc_paused():
+                        page = self._connection.list_page(
+                            self.resource, limit=self._page_size, continue_token=token
+                        )
+                        if not version:
+                            version = page.resource_version
+                        token = page.continue_token
+                        for raw in page.items:
+                            item = self._converted(raw)
+                            if item is not None:
+                                items.append(item)
+                        del page  # the parsed page is freed here, with the collector paused
                     if token is None or self._stopping.is_set():
                         break
             except KubeGone:
                 logger.info("%s: the list's continue token expired; listing again", self.resource)
                 continue
+            release_free_memory()
             self.status.lists += 1
             self.status.resource_version = version
             logger.debug("%s: listed %d at version %s", self.resource, len(items), version)
@@ -347,4 +412,6 @@ __all__ = [
     "RestartHook",
     "Sink",
     "Source",
+    "gc_paused",
+    "release_free_memory",
 ]

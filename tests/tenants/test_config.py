@@ -273,3 +273,22 @@ class TestNamespaceSelector:
         found = policy.tenant_for("new", {"team": "x"})
         assert found is not None
         assert found.name == "sel-1"
+
+
+def test_tenants_of_one_size_share_their_compiled_values() -> None:
+    data = base()
+    team_a = data["tenants"]["team-a"]
+    data["tenants"]["team-b"] = {**copy.deepcopy(team_a), "namespaces": ["team-b"]}
+    # Equal, but written another way: messages must keep showing what this tenant wrote.
+    other_size = copy.deepcopy(team_a)
+    other_size["quota"]["guaranteed"]["memory"] = "8589934592"
+    data["tenants"]["team-c"] = {**other_size, "namespaces": ["team-c"]}
+    tenants = compile_policy(TenantgateConfig.model_validate(data)).tenants
+    a, b, c = tenants["team-a"], tenants["team-b"], tenants["team-c"]
+    assert b.quota is a.quota
+    assert b.allowed_classes is a.allowed_classes
+    assert b.container_defaults is a.container_defaults
+    assert c.quota is not a.quota
+    assert str(c.quota.guaranteed["memory"]) == "8589934592"
+    assert c.quota == a.quota
+    assert tenants["ml"].allowed_profiles == frozenset({"ml"})

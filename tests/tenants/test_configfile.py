@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tenants.configfile import (
     ConfigError,
@@ -173,3 +175,27 @@ def test_problem_rendering() -> None:
     assert str(ConfigProblem("f.yaml", 0, "", "bad")) == "f.yaml: bad"
     error = ConfigError([ConfigProblem("f", 9, "z", "m"), ConfigProblem("f", 2, "a", "m")])
     assert [p.line for p in error.problems] == [2, 9]
+
+
+def test_a_loaded_config_keeps_no_yaml_nodes(tmp_path: Path) -> None:
+    # The node tree (kept for line numbers while loading) is ~3x the config's size: a loaded
+    # config must not keep any of it alive.
+    path = tmp_path / "tenantgate.yaml"
+    path.write_text(CONFIG, encoding="utf-8")
+
+    def live_nodes() -> int:
+        gc.collect()
+        return sum(isinstance(o, yaml.nodes.Node) for o in gc.get_objects())
+
+    before = live_nodes()
+    loaded = load(path)
+    assert live_nodes() == before
+    assert loaded.policy.tenants
+
+
+def test_yaml_types_survive_the_copy_that_drops_the_nodes() -> None:
+    # An alias and a non-string key reach validation exactly as YAML built them.
+    text = CONFIG.replace("  other:\n", "  other: &o\n").replace(
+        'quota: {guaranteed: {cpu: "1"}}', 'quota: {guaranteed: {1: "1"}}'
+    )
+    assert any("tenants.other.quota.guaranteed" in line for line in problems(text))

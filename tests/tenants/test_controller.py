@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -770,3 +771,13 @@ def test_the_incremental_ledger_always_equals_the_truth(
     }
     charged = {uid for ledger in store.snapshot().values() for uid in ledger.charges}
     assert charged == expected
+
+
+def test_pod_facts_share_namespace_and_priority_class_names() -> None:
+    pods = [orjson.loads(orjson.dumps(make_pod(uid))) for uid in ("u1", "u2")]
+    for pod in pods:
+        pod["spec"]["priorityClassName"] = "tenant-guaranteed"
+    a, b = (facts_of(pod) for pod in pods)
+    assert pods[0]["metadata"]["namespace"] is not pods[1]["metadata"]["namespace"]
+    assert a.namespace is b.namespace == "team-a"
+    assert a.priority_class is b.priority_class == "tenant-guaranteed"

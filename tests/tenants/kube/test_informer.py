@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from tenants.kube.backoff import BackoffPolicy, ItemBackoff
 from tenants.kube.connection import ListPage, Resource
 from tenants.kube.errors import KubeGone, KubeUnavailable
-from tenants.kube.informer import EventStream, Informer
+from tenants.kube.informer import EventStream, Informer, gc_paused, release_free_memory
 
 WAIT = 30.0
 
@@ -299,3 +300,49 @@ def test_it_starts_once() -> None:
     _, informer, _ = run(source)
     with pytest.raises(RuntimeError, match="already started"):
         informer.start()
+
+
+def test_gc_paused_pauses_and_restores_the_collector() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # nested (or another informer's thread): still paused
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_gc_paused_restores_even_when_the_step_fails() -> None:
+    with pytest.raises(KubeUnavailable), gc_paused():
+        raise KubeUnavailable("down")
+    assert gc.isenabled()
+
+
+def test_gc_paused_keeps_a_disabled_collector_disabled() -> None:
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_lists_run_with_the_collector_paused_and_restore_it() -> None:
+    seen: list[bool] = []
+
+    def convert(raw: dict[str, Any]) -> str | None:
+        seen.append(gc.isenabled())
+        return name_of(raw)
+
+    source = ScriptedSource()
+    source.lists = [[page(["a", "b"], "5", token="t"), page(["c"], "5")]]
+    sink, _, _ = run(source, convert=convert)
+    assert sink.log[0] == ("replace-initial", ["a", "b", "c"])
+    assert seen == [False, False, False]
+    assert gc.isenabled()
+
+
+def test_release_free_memory_is_safe_to_call() -> None:
+    release_free_memory()
+    release_free_memory()
