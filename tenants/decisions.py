@@ -368,11 +368,16 @@ def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservatio
     annotations[RESERVATION_ANNOTATION] = reservation_id
 
 
-def _negative(request: Mapping[str, Quantity]) -> str | None:
-    bad = {name: q for name, q in request.items() if q.nanos < 0}
-    if not bad:
-        return None
-    return f"invalid pod resources: negative request {format_list(bad)}"
+def _exact_request(pod: Mapping[str, Any]) -> dict[str, Quantity] | Verdict:
+    """The pod's exact request, or the 400 denial saying what is wrong with its resources."""
+    try:
+        amount = pod_requests(pod)
+    except PodResourceError as exc:
+        return _bad_request(str(exc))
+    negative = {name: q for name, q in amount.items() if q.nanos < 0}
+    if negative:
+        return _bad_request(f"invalid pod resources: negative request {format_list(negative)}")
+    return amount
 
 
 def _bad_request(message: str) -> Verdict:
@@ -498,13 +503,9 @@ class PolicyAdmitter:
             containers = "; ".join(f"{name} {format_list(amounts)}" for name, amounts in applied)
             warnings.append(f"tenant {tenant.name} default requests applied: {containers}")
 
-        try:
-            amount = pod_requests(mutated)
-        except PodResourceError as exc:
-            return _bad_request(str(exc))
-        negative = _negative(amount)
-        if negative is not None:
-            return _bad_request(negative)
+        amount = _exact_request(mutated)
+        if isinstance(amount, Verdict):
+            return amount
 
         original_spec = podview.spec(pod)
         asked = podview.string(original_spec.get("priorityClassName")) or None
@@ -685,13 +686,9 @@ class PolicyAdmitter:
                 f"label {TENANT_LABEL}={label_tenant} does not match tenant {tenant.name} "
                 f"of namespace {namespace}; retry"
             )
-        try:
-            amount = pod_requests(pod)
-        except PodResourceError as exc:
-            return _bad_request(str(exc))
-        negative = _negative(amount)
-        if negative is not None:
-            return _bad_request(negative)
+        amount = _exact_request(pod)
+        if isinstance(amount, Verdict):
+            return amount
         spec = podview.spec(pod)
         class_name = podview.string(spec.get("priorityClassName")) or None
         if class_name is not None:
@@ -773,14 +770,13 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
+        new_amount = _exact_request(pod)
+        if isinstance(new_amount, Verdict):
+            return new_amount
         try:
-            new_amount = pod_requests(pod)
             old_amount = pod_requests(old)
         except PodResourceError as exc:
             return _bad_request(str(exc))
-        negative = _negative(new_amount)
-        if negative is not None:
-            return _bad_request(negative)
         delta = _delta(new_amount, old_amount)
         if not delta:
             return Verdict.allow()
