@@ -1,7 +1,8 @@
 """Ledger rebuild from N stored pods, in its own process (``python -m bench.rebuild``).
 
 The path is the server's first pod list: pages of 500 pods as the API server sends them (JSON),
-parsed with orjson, each pod read by :func:`tenants.controller.pod_facts` (with the amount
+parsed as the product parses them (:func:`tenants.kube.connection.decode_list`: msgspec against
+the slim pod schema), each pod read by :func:`tenants.controller.pod_facts` (with the amount
 interner the cluster sync uses), then :meth:`LedgerController.replace_pods` with
 ``initial=True``. Building the page bytes is not timed; parsing, reading and rebuilding are.
 Peak memory is the process's ``VmHWM``; it includes what parsing a page takes, as in the server.
@@ -25,6 +26,7 @@ from bench.configgen import GeneratedPolicy, generated_policy
 from bench.stack import settle
 from bench.workload import Workload, build_workload, pair_ids
 from tenants.controller import AmountInterner, LedgerController, PodFacts, pod_facts
+from tenants.kube.connection import decode_list
 from tenants.kube.informer import gc_paused, release_free_memory
 from tenants.ledger import MemoryLedger
 
@@ -93,7 +95,7 @@ def read_pods(pages: Iterator[bytes], *, timer: Timer) -> list[PodFacts]:
         # As Informer._list: each page is parsed, read and freed with the collector paused.
         with gc_paused():
             started, started_cpu = wall(), cpu()
-            document = orjson.loads(page)
+            document = decode_list("pods", page)
             parsed, parsed_cpu = wall(), cpu()
             for item in document["items"]:
                 found = pod_facts(item, intern=interner)

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, Protocol, TypeVar
 
+import orjson
+
 from classifier import podview
 from classifier.quantities import Quantity, QuantityFormat
 from classifier.resources import PodResourceError, pod_requests
@@ -106,13 +108,19 @@ class AmountInterner:
     150,000 pods usually have a few hundred distinct requests; keeping one copy of each saves
     most of the memory the per-pod amounts would take. Bounded: past ``limit`` distinct amounts
     new ones are simply not shared.
+
+    It also remembers the request computed for each distinct resource spec (up to
+    ``spec_limit`` of them), keyed by every field :func:`pod_requests` reads: the replicas of a
+    workload then cost one computation, not one each.
     """
 
-    def __init__(self, *, limit: int = 65536) -> None:
+    def __init__(self, *, limit: int = 65536, spec_limit: int = 4096) -> None:
         self._limit = limit
+        self._spec_limit = spec_limit
         self._amounts: dict[
             tuple[tuple[str, int, QuantityFormat], ...], Mapping[str, Quantity]
         ] = {}
+        self._requests: dict[bytes, tuple[Mapping[str, Quantity], str | None]] = {}
 
     def __call__(self, amount: dict[str, Quantity]) -> Mapping[str, Quantity]:
         key = tuple(sorted((name, q.nanos, q.format) for name, q in amount.items()))
@@ -123,6 +131,65 @@ class AmountInterner:
             # setdefault: two converter threads may race here; either copy is correct.
             return self._amounts.setdefault(key, amount)
         return amount
+
+    def request(self, pod: Mapping[str, Any]) -> tuple[Mapping[str, Quantity], str | None]:
+        """The pod's shared amount and why it is invalid (None when valid), remembered by spec."""
+        key = _request_key(podview.spec(pod))
+        known = self._requests.get(key) if key is not None else None
+        if known is not None:
+            return known
+        found = _request(pod, self)
+        if key is not None and len(self._requests) < self._spec_limit:
+            self._requests[key] = found
+        return found
+
+
+def _request(
+    pod: Mapping[str, Any], intern: AmountInterner | None
+) -> tuple[Mapping[str, Quantity], str | None]:
+    try:
+        computed = pod_requests(pod)
+    except PodResourceError as exc:
+        return _ONE_POD, str(exc)
+    return (intern(computed) if intern is not None else computed), None
+
+
+_KEY_OPTIONS: Final = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def _container_key(items: Any) -> list[Any] | None:
+    if not isinstance(items, list):
+        return None
+    # Non-objects stay in place: pod_requests skips them but counts them in error paths.
+    return [
+        [item.get("resources"), item.get("restartPolicy")] if isinstance(item, dict) else 0
+        for item in items
+    ]
+
+
+def _request_key(spec: Mapping[str, Any]) -> bytes | None:
+    """Every field of ``spec`` that :func:`pod_requests` reads, serialized; None if it cannot be.
+
+    Serializing keeps the field types apart (``"1"`` and ``1`` are different keys), as
+    :func:`pod_requests` does when it reads them; anything but parsed JSON (a date, a
+    subclass, a huge integer) is not written, so such a pod is computed every time.
+    """
+    try:
+        return orjson.dumps(
+            [
+                _container_key(spec.get("containers")),
+                _container_key(spec.get("initContainers")),
+                spec.get("resources"),
+                spec.get("overhead"),
+            ],
+            option=_KEY_OPTIONS,
+        )
+    except TypeError:
+        return None
 
 
 def _timestamp(value: Any) -> float | None:
@@ -138,7 +205,8 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
     """The facts of a pod as the API server stores it; None without a uid or namespace.
 
     Namespace and priority class names are interned: 150,000 tracked pods share a few
-    thousand of them, instead of holding a copy each.
+    thousand of them, instead of holding a copy each. A listed pod arrives reduced to the
+    fields read here (``tenants.kube.connection.PodItem``): a field read here must be added there.
     """
     meta = podview.metadata(pod)
     uid = podview.string(meta.get("uid"))
@@ -148,14 +216,7 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
     priority_class = podview.string(podview.spec(pod).get("priorityClassName"))
     name = podview.string(meta.get("name")) or ""
     version = podview.string(meta.get("resourceVersion")) or ""
-    invalid: str | None = None
-    amount: Mapping[str, Quantity]
-    try:
-        computed = pod_requests(pod)
-        amount = intern(computed) if intern is not None else computed
-    except PodResourceError as exc:
-        amount = _ONE_POD
-        invalid = str(exc)
+    amount, invalid = intern.request(pod) if intern is not None else _request(pod, None)
     # One key each from labels and annotations: no need to copy the whole maps.
     label = podview.obj(meta.get("labels")).get(TIER_LABEL)
     reservation = podview.string(podview.obj(meta.get("annotations")).get(RESERVATION_ANNOTATION))

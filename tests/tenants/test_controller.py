@@ -239,6 +239,27 @@ def test_amount_interner_shares_equal_requests() -> None:
     assert c.amount == amounts(cpu="2", memory="1Gi", pods="1")  # past the limit: not shared
 
 
+def test_amount_interner_remembers_each_spec_request_including_why_it_is_invalid() -> None:
+    intern = AmountInterner()
+    bad = [pod_facts(make_pod(uid, cpu="lots"), intern=intern) for uid in ("u1", "u2")]
+    assert bad[0] is not None
+    assert bad[1] is not None
+    assert bad[0].invalid == bad[1].invalid == facts_of(make_pod("u1", cpu="lots")).invalid
+    assert bad[1].amount == amounts(pods="1")
+    good = pod_facts(make_pod("u3"), intern=intern)
+    assert good is not None
+    assert good.invalid is None
+    # A number where a string was: another spec, read afresh (here: still one CPU).
+    numeric = make_pod("u4")
+    numeric["spec"]["containers"][0]["resources"]["requests"]["cpu"] = 1
+    again = pod_facts(numeric, intern=intern)
+    assert again is not None
+    assert again.amount == facts_of(numeric).amount
+    halved = pod_facts(make_pod("u5", cpu="500m"), intern=intern)
+    assert halved is not None
+    assert halved.amount == amounts(cpu="500m", memory="1Gi", pods="1")
+
+
 # --------------------------------------------------------------------------- pure transitions
 
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from admission.devapi import DevAPIServer
-from tenants.kube.connection import ClusterTarget, Connection, resolve_target
+from tenants.controller import AmountInterner, pod_facts
+from tenants.kube.connection import ClusterTarget, Connection, decode_list, resolve_target
 from tenants.kube.errors import KubeConfigError, KubeGone, KubeUnavailable
 
 
@@ -132,3 +138,161 @@ def test_closing_a_watch_unblocks_its_reader(connection: Connection) -> None:
     stream.close()
     reader.join(30)
     assert finished.is_set()
+
+
+# -- decoding list pages ------------------------------------------------------------------------
+
+_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+# Shared across examples, as the informer's is across pods: a remembered request must never
+# be handed to a pod whose resource fields differ.
+_SHARED = AmountInterner()
+
+
+def _fixture_pods() -> list[dict[str, Any]]:
+    """Every pod (or pod template, made a pod) in the manifest and review fixtures."""
+    pods: list[dict[str, Any]] = []
+    for path in sorted((_FIXTURES / "manifests").glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if not isinstance(document, dict):
+                continue
+            if document.get("kind") == "Pod":
+                pods.append(document)
+                continue
+            spec = document.get("spec")
+            template = spec.get("template") if isinstance(spec, dict) else None
+            job = spec.get("jobTemplate") if isinstance(spec, dict) else None
+            if isinstance(job, dict):
+                template = job["spec"].get("template")
+            if isinstance(template, dict):
+                pods.append({"kind": "Pod", "apiVersion": "v1", **template})
+    for path in sorted((_FIXTURES / "reviews").glob("*.json")):
+        request = orjson.loads(path.read_bytes())["request"]
+        pods.extend(request[key] for key in ("object", "oldObject") if request.get(key))
+    return pods
+
+
+def _variants(pod: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """The pod as stored, plus the states the ledger tells apart (tier, reservation, deletion)."""
+    stored = copy.deepcopy(pod)
+    meta = stored.setdefault("metadata", {})
+    meta.setdefault("namespace", f"ns-{index % 3}")
+    meta["uid"] = f"uid-{index}"
+    meta["resourceVersion"] = str(1000 + index)
+    meta["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    tiered = copy.deepcopy(stored)
+    tiered_meta = tiered["metadata"]
+    tiered_meta["labels"] = {**(tiered_meta.get("labels") or {}), "tenantgate.io/tier": "burst"}
+    tiered_meta["annotations"] = {
+        **(tiered_meta.get("annotations") or {}),
+        "tenantgate.io/reservation": "r-1",
+    }
+    tiered["spec"]["priorityClassName"] = "tenant-burst"
+    ending = copy.deepcopy(stored)
+    ending["metadata"]["deletionTimestamp"] = "2025-03-14T09:26:54Z"
+    ending["metadata"]["deletionGracePeriodSeconds"] = 30
+    ending["status"] = {"phase": "Succeeded"}
+    overhead = copy.deepcopy(stored)
+    overhead["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+    overhead["spec"]["resources"] = {"limits": {"cpu": "4", "memory": "8Gi"}}
+    return [stored, tiered, ending, overhead]
+
+
+def _page(items: list[Any]) -> bytes:
+    return orjson.dumps(
+        {"kind": "PodList", "metadata": {"resourceVersion": "7", "continue": "c"}, "items": items}
+    )
+
+
+def test_a_pod_page_gives_the_same_facts_reduced_as_whole() -> None:
+    pods = [
+        variant for index, pod in enumerate(_fixture_pods()) for variant in _variants(pod, index)
+    ]
+    assert len(pods) > 100
+    body = _page(pods)
+    reduced = decode_list("pods", body)
+    whole = orjson.loads(body)
+    assert reduced["metadata"] == whole["metadata"]
+    # Every fixture fits the schema: nothing fell back to parsing the page whole.
+    assert all("managedFields" not in item["metadata"] for item in reduced["items"])
+    facts = [pod_facts(item) for item in reduced["items"]]
+    assert facts == [pod_facts(item) for item in whole["items"]]
+    # The informer's way: one interner remembering each distinct spec's request.
+    intern = AmountInterner()
+    assert facts == [pod_facts(item, intern=intern) for item in reduced["items"]]
+    assert facts == [pod_facts(item, intern=intern) for item in whole["items"]]
+    assert {f.tier_label for f in facts if f is not None} == {None, "burst"}
+
+
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.text(max_size=4)
+        | st.just("1Gi"),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+        max_leaves=6,
+    ),
+    st.sampled_from(
+        [
+            ("metadata",),
+            ("metadata", "labels"),
+            ("metadata", "labels", "tenantgate.io/tier"),
+            ("metadata", "annotations"),
+            ("metadata", "deletionTimestamp"),
+            ("metadata", "deletionGracePeriodSeconds"),
+            ("spec", "containers"),
+            ("spec", "containers", 0),
+            ("spec", "containers", 0, "resources"),
+            ("spec", "containers", 0, "resources", "requests"),
+            ("spec", "containers", 0, "resources", "requests", "cpu"),
+            ("spec", "containers", 0, "restartPolicy"),
+            ("spec", "initContainers", 0),
+            ("spec", "initContainers", 0, "restartPolicy"),
+            ("spec", "initContainers"),
+            ("spec", "overhead"),
+            ("spec", "resources"),
+            ("spec", "priorityClassName"),
+            ("status",),
+            ("status", "phase"),
+        ]
+    ),
+)
+@example("Always", ("spec", "initContainers", 0, "restartPolicy"))
+@example(1, ("spec", "containers", 0, "resources", "requests", "cpu"))
+@example({"cpu": "1"}, ("spec", "overhead"))
+@example({"requests": {"cpu": "3"}}, ("spec", "resources"))
+@settings(max_examples=150, deadline=None)
+def test_any_value_anywhere_reads_the_same(value: Any, where: tuple[str | int, ...]) -> None:
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "n", "uid": "u", "labels": {}},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [
+                {"name": "i", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+    # The unchanged pod's request is remembered first, so a key missing a field shows.
+    pod_facts(copy.deepcopy(pod), intern=_SHARED)
+    target: Any = pod
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    body = _page([pod])
+    reduced, whole = decode_list("pods", body), orjson.loads(body)
+    expected = [pod_facts(i) for i in whole["items"]]
+    assert [pod_facts(i) for i in reduced["items"]] == expected
+    assert [pod_facts(i, intern=_SHARED) for i in reduced["items"]] == expected
+
+
+def test_other_lists_and_unfit_pages_are_parsed_whole() -> None:
+    namespaces = _page([{"metadata": {"name": "a", "labels": {"x": "y"}}, "extra": 1}])
+    assert decode_list("namespaces", namespaces) == orjson.loads(namespaces)
+    unfit = _page([{"metadata": None}, 3])
+    assert decode_list("pods", unfit) == orjson.loads(unfit)
+    with pytest.raises(orjson.JSONDecodeError):
+        decode_list("pods", b"{not json")
