@@ -29,9 +29,9 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-import jsonpatch
 import yaml
 
+from admission.patch import make_json_patch
 from classifier.quantities import QuantityError
 from classifier.resources import pod_requests
 from classifier.templates import PodTemplate, find_pod_templates, pod_from_template
@@ -293,7 +293,7 @@ async def review_template(
         message=outcome.message,
         warnings=list(outcome.warnings),
         notes=notes,
-        patch=jsonpatch.make_patch(pod, outcome.mutated).patch,
+        patch=make_json_patch(pod, dict(outcome.mutated)),
         mutated=outcome.mutated,
     )
     return row
