@@ -636,6 +636,9 @@ class KubeLedgerStore:
                 stored, current = await self._read(tenant)
                 ledger, answers = self._apply(current, batch, replays)
                 if ledger is current:
+                    # Nothing to write, but the view must follow the fresh read all the same:
+                    # a view left behind would hide later bookings from the sweep for good.
+                    self._remember(tenant, stored, current)
                     self._answer(answers)
                     self._replays_written(queue, replays)
                     return

@@ -443,6 +443,21 @@ async def test_a_recount_keeps_what_other_replicas_booked_meanwhile(
     assert set(leader.get(tenant).charges) == {"pod-9"}
 
 
+async def test_a_change_with_nothing_to_write_leaves_the_view_following_the_store(
+    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    leader, other = new_store(api_client, stores), new_store(api_client, stores)
+    leader.set_leading(True)
+    await leader.transact(tenant, booking("r-0"))
+    # A change that is a no-op on the stored object (r-9 was never booked): nothing is written.
+    leader.update(tenant, lambda current: (cancel(current, reservation_id="r-9"), None))
+    await drained(leader)
+    await other.transact(tenant, booking("r-1"))
+    await leader.refresh()
+    # The sweep reads this view: it must see what other replicas booked since.
+    assert sorted(leader.get(tenant).reservations) == ["r-0", "r-1"]
+
+
 async def test_expiry_releases_each_reservation_once(
     api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
