@@ -25,7 +25,14 @@ from admission.bodylimit import BodyLimitMiddleware
 from admission.health import Readiness, health_routes
 from admission.metrics import Metrics, endpoint_label, metrics_route
 from admission.patch import PatchError, encode_patch, make_json_patch
-from admission.reviews import Review, ReviewError, decode_review, encode_response, one_line
+from admission.reviews import (
+    ObjectView,
+    Review,
+    ReviewError,
+    decode_review,
+    encode_response,
+    one_line,
+)
 from admission.settings import Settings
 from classifier import podview
 from tenants.ledger import LedgerUnavailable
@@ -94,6 +101,8 @@ class ReviewHandler:
         clock: Callable[[], float],
     ) -> None:
         self.endpoint: Endpoint = endpoint
+        # /validate builds only the part of each pod that validating it reads.
+        self._objects: ObjectView = "whole" if endpoint == "mutate" else "validation"
         self._admitter = admitter
         self._metrics = metrics
         self._clock = clock
@@ -108,7 +117,7 @@ class ReviewHandler:
     async def _respond(self, request: Request, started: float) -> Response:
         try:
             _require_json(request.headers.get("content-type"))
-            review = decode_review(await request.body())
+            review = decode_review(await request.body(), objects=self._objects)
         except ReviewError as exc:
             return self._refuse(request, exc.status_code, exc.reason, exc.category)
 

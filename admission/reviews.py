@@ -3,6 +3,14 @@
 Only the envelope is validated. ``request.object`` and ``request.oldObject`` stay the parsed JSON
 the API server sent: the hot path never builds a PodSpec model, and the decision logic reads the
 pod through typed accessors. Responses go back in the apiVersion of the request, echoing its uid.
+
+A review is first decoded with msgspec against :class:`_WireReview`, a schema of the envelope
+that skips, unbuilt, every field nothing reads: the request's ``requestKind`` and friends, and
+each object's ``metadata.managedFields`` (about half of a pod as the API server sends it, and
+never read here). The objects keep everything else exactly as sent. A document the schema does
+not fit in every detail (an unexpected type, an object member the schema does not name, a value
+the model would refuse) is decoded again in full with orjson and checked by the model, so errors
+and their messages come from one place.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, TypeGuard
 
+import msgspec
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -107,8 +116,29 @@ class Review:
     resource: str  # e.g. "pods"; for logs
 
 
-def decode_review(body: bytes) -> Review:
-    """Parse and check an AdmissionReview request body; raise :class:`ReviewError` if invalid."""
+def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
+    """Parse and check an AdmissionReview request body; raise :class:`ReviewError` if invalid.
+
+    ``objects`` says how much of ``request.object`` and ``request.oldObject`` to build when the
+    fast decoder takes the body: ``"whole"``, everything but ``metadata.managedFields``;
+    ``"validation"``, only what validating a pod reads (metadata without managedFields, and
+    the spec's ``containers`` and ``initContainers`` (name, resources, restartPolicy),
+    ``overhead``, ``resources``, ``priorityClassName`` and ``priority``). A body the fast
+    decoder does not take comes with its objects whole.
+    """
+    try:
+        wire = _WIRE_DECODERS[objects].decode(body)
+    except msgspec.MsgspecError:
+        wire = None
+    if wire is not None:
+        review = _wire_review(wire)
+        if review is not None:
+            return review
+    return _decode_document(body)
+
+
+def _decode_document(body: bytes) -> Review:
+    """:func:`decode_review` for any body: parsed whole, checked field by field."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -250,6 +280,203 @@ def _plain_request(raw: dict[str, Any]) -> tuple[AdmissionInput, str] | None:
 
 
 _EMPTY: Final[dict[str, Any]] = {}
+
+
+# --------------------------------------------------------------------------- the fast decoder
+#
+# Every member is optional here; what is required, and which values are valid, is checked in
+# _wire_review, which gives up (None) on anything the model would refuse or change.
+
+
+class _WireMeta(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``ObjectMeta``: every field, ``managedFields`` kept as an unparsed slice of the body."""
+
+    name: Any = msgspec.UNSET
+    generate_name: Any = msgspec.UNSET
+    namespace: Any = msgspec.UNSET
+    self_link: Any = msgspec.UNSET
+    uid: Any = msgspec.UNSET
+    resource_version: Any = msgspec.UNSET
+    generation: Any = msgspec.UNSET
+    creation_timestamp: Any = msgspec.UNSET
+    deletion_timestamp: Any = msgspec.UNSET
+    deletion_grace_period_seconds: Any = msgspec.UNSET
+    labels: Any = msgspec.UNSET
+    annotations: Any = msgspec.UNSET
+    owner_references: Any = msgspec.UNSET
+    finalizers: Any = msgspec.UNSET
+    managed_fields: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _WireObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """A pod's top level (any object with no other members fits)."""
+
+    api_version: Any = msgspec.UNSET
+    kind: Any = msgspec.UNSET
+    metadata: _WireMeta | msgspec.UnsetType | None = msgspec.UNSET
+    spec: Any = msgspec.UNSET
+    status: Any = msgspec.UNSET
+
+
+class _WireContainer(msgspec.Struct, rename="camel"):
+    """What validation reads of a container (its other members are skipped)."""
+
+    name: Any = msgspec.UNSET
+    resources: Any = msgspec.UNSET
+    restart_policy: Any = msgspec.UNSET
+
+
+class _WireValidatedSpec(msgspec.Struct, rename="camel"):
+    """What validation reads of a pod's spec: its request and its priority."""
+
+    containers: list[_WireContainer] | msgspec.UnsetType | None = msgspec.UNSET
+    init_containers: list[_WireContainer] | msgspec.UnsetType | None = msgspec.UNSET
+    overhead: Any = msgspec.UNSET
+    resources: Any = msgspec.UNSET
+    priority_class_name: Any = msgspec.UNSET
+    priority: Any = msgspec.UNSET
+
+
+class _WireValidatedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """A pod as validation reads it: metadata and the spec's request (status is skipped)."""
+
+    api_version: Any = msgspec.UNSET
+    kind: Any = msgspec.UNSET
+    metadata: _WireMeta | msgspec.UnsetType | None = msgspec.UNSET
+    spec: _WireValidatedSpec | msgspec.UnsetType | None = msgspec.UNSET
+    status: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _WireKind(msgspec.Struct):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class _WireResource(msgspec.Struct):
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+class _WireUser(msgspec.Struct):
+    username: str = ""
+
+
+class _WireRequestEnvelope(msgspec.Struct, rename="camel"):
+    uid: str = ""
+    kind: _WireKind | None = None
+    resource: _WireResource = msgspec.field(default_factory=_WireResource)
+    sub_resource: str = ""
+    name: str = ""
+    namespace: str = ""
+    operation: str = ""
+    user_info: _WireUser = msgspec.field(default_factory=_WireUser)
+    dry_run: bool = False
+    options: dict[str, Any] | None = None
+
+
+class _WireRequest(_WireRequestEnvelope):
+    object: _WireObject | None = None
+    old_object: _WireObject | None = None
+
+
+class _WireValidatedRequest(_WireRequestEnvelope):
+    object: _WireValidatedObject | None = None
+    old_object: _WireValidatedObject | None = None
+
+
+class _WireEnvelope(msgspec.Struct, rename="camel"):
+    api_version: Any = msgspec.UNSET
+    kind: Any = msgspec.UNSET
+
+
+class _WireReview(_WireEnvelope):
+    request: _WireRequest | None = None
+
+
+class _WireValidatedReview(_WireEnvelope):
+    request: _WireValidatedRequest | None = None
+
+
+ObjectView = Literal["whole", "validation"]
+_WIRE_DECODERS: Final[dict[ObjectView, msgspec.json.Decoder[Any]]] = {
+    "whole": msgspec.json.Decoder(_WireReview),
+    "validation": msgspec.json.Decoder(_WireValidatedReview),
+}
+
+
+def _members_of(struct: type[msgspec.Struct], *, skip: str = "") -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (field.name, field.encode_name)
+        for field in msgspec.structs.fields(struct)
+        if field.name != skip
+    )
+
+
+_MEMBERS: Final = {
+    _WireObject: _members_of(_WireObject),
+    _WireValidatedObject: _members_of(_WireValidatedObject, skip="status"),
+    _WireMeta: _members_of(_WireMeta, skip="managed_fields"),
+    _WireValidatedSpec: _members_of(_WireValidatedSpec),
+    _WireContainer: _members_of(_WireContainer),
+}
+
+
+def _members(struct: msgspec.Struct) -> dict[str, Any]:
+    """The members ``struct`` was decoded from, by their JSON names (absent ones left out)."""
+    return {
+        key: value
+        for attribute, key in _MEMBERS[type(struct)]
+        if (value := getattr(struct, attribute)) is not msgspec.UNSET
+    }
+
+
+def _wire_object(wire: _WireObject | _WireValidatedObject | None) -> dict[str, Any] | None:
+    """The object as orjson would give it, without the members its schema skips."""
+    if wire is None:
+        return None
+    built = _members(wire)
+    meta = built.get("metadata")
+    if meta is not None:
+        built["metadata"] = _members(meta)
+    spec = built.get("spec")
+    if type(spec) is _WireValidatedSpec:
+        spec = built["spec"] = _members(spec)
+        for member in ("containers", "initContainers"):
+            items = spec.get(member)
+            if items:
+                spec[member] = [_members(item) for item in items]
+    return built
+
+
+def _wire_review(wire: _WireReview | _WireValidatedReview) -> Review | None:
+    """The review the full decoder would give (less what the schema skips); None when in doubt."""
+    raw = wire.request
+    api_version = wire.api_version
+    if raw is None or wire.kind != KIND or api_version not in API_VERSIONS:
+        return None
+    kind = raw.kind
+    if kind is None or not (raw.uid and kind.version and kind.kind):
+        return None
+    if raw.operation not in _OPERATIONS:
+        return None
+    request = AdmissionInput(
+        raw.uid,
+        raw.operation,
+        raw.namespace,
+        raw.name,
+        _wire_object(raw.object),
+        _wire_object(raw.old_object),
+        kind.kind,
+        kind.group,
+        kind.version,
+        raw.sub_resource,
+        raw.dry_run,
+        raw.user_info.username,
+        raw.options,
+    )
+    return Review(api_version=api_version, request=request, resource=raw.resource.resource)
 
 
 def encode_response(

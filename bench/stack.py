@@ -113,7 +113,7 @@ class Pipeline:
         return answer, verdict
 
     def validate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]:
-        review = decode_review(body)
+        review = decode_review(body, objects="validation")
         verdict = _verdict(self.admitter.validate(review.request, now=now))
         answer = encode_response(
             api_version=review.api_version, uid=review.request.uid, verdict=verdict
@@ -166,7 +166,7 @@ class StagedPipeline(Pipeline):
     def validate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]:
         clock, stages = time.thread_time_ns, self.stages
         started = clock()
-        review = decode_review(body)
+        review = decode_review(body, objects="validation")
         decoded = clock()
         verdict = _verdict(self.admitter.validate(review.request, now=now))
         decided = clock()

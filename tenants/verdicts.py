@@ -65,6 +65,12 @@ class Admitter(Protocol):
     Both are coroutines: booking quota may be network I/O (the ``kubernetes`` ledger backend
     is a compare-and-swap through the API server). An admitter over the in-memory ledger never
     suspends between its check and its booking, so it stays atomic on the event loop.
+
+    ``mutate`` gets the objects whole (less ``metadata.managedFields``). ``validate`` may get
+    a pod with only what validating it needs: its metadata (less ``managedFields``) and, of
+    its spec, ``containers`` and ``initContainers`` (name, resources, restartPolicy),
+    ``overhead``, ``resources``, ``priorityClassName`` and ``priority``; the HTTP edge builds
+    no more than that of a /validate review.
     """
 
     async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admission.reviews import (
+    _WIRE_DECODERS,
     API_V1,
     API_V1BETA1,
+    ObjectView,
     Review,
     ReviewError,
+    _decode_document,
     _plain_request,
     _validated_request,
+    _wire_review,
     decode_review,
     encode_response,
     one_line,
@@ -34,6 +39,12 @@ def fixture(name: str) -> dict[str, Any]:
 
 def body(document: Any) -> bytes:
     return orjson.dumps(document)
+
+
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the fast decoder gives it: everything but ``metadata.managedFields``."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    return {**obj, "metadata": meta}
 
 
 def review_with(**request_changes: Any) -> dict[str, Any]:
@@ -67,7 +78,8 @@ def test_decodes_v1_create_from_a_controller() -> None:
     assert request.dry_run is False
     assert request.username == "system:serviceaccount:kube-system:replicaset-controller"
     assert request.options == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-    assert request.object == document["request"]["object"]
+    assert "managedFields" in document["request"]["object"]["metadata"]
+    assert request.object == without_managed_fields(document["request"]["object"])
     assert request.old_object is None
 
 
@@ -92,8 +104,8 @@ def test_decodes_update_with_old_object() -> None:
     request = decode_review(body(document)).request
 
     assert request.operation == "UPDATE"
-    assert request.object == document["request"]["object"]
-    assert request.old_object == document["request"]["oldObject"]
+    assert request.object == without_managed_fields(document["request"]["object"])
+    assert request.old_object == without_managed_fields(document["request"]["oldObject"])
     assert request.object != request.old_object
 
 
@@ -131,6 +143,40 @@ def test_object_is_passed_through_without_validation() -> None:
     request = decode_review(body(document)).request
 
     assert request.object == {"spec": {"containers": "not-a-list"}, "x": [1, True, None]}
+
+
+def test_a_pod_keeps_every_member_but_managed_fields() -> None:
+    document = fixture("v1-create-pod.json")
+    pod = document["request"]["object"]
+    pod["metadata"]["deletionGracePeriodSeconds"] = 30
+    pod["metadata"]["finalizers"] = ["example.com/keep"]
+    pod["metadata"]["labels"] = None  # nulls stay nulls, as orjson gives them
+    pod["status"] = {"phase": "Pending"}
+
+    request = decode_review(body(document)).request
+
+    assert request.object == without_managed_fields(pod)
+    assert request.object is not None
+    assert request.object["metadata"]["labels"] is None
+
+
+def test_an_object_with_members_a_pod_has_not_is_decoded_whole() -> None:
+    document = fixture("v1-create-pod.json")
+    document["request"]["object"]["metadata"]["clusterName"] = "legacy"
+    document["request"]["object"]["extra"] = {"kept": True}
+
+    request = decode_review(body(document)).request
+
+    assert request.object == document["request"]["object"]  # managedFields included
+
+
+def test_managed_fields_of_any_shape_are_skipped_unread() -> None:
+    document = fixture("v1-create-pod.json")
+    document["request"]["object"]["metadata"]["managedFields"] = {"not": ["a list"]}
+
+    request = decode_review(body(document)).request
+
+    assert request.object == without_managed_fields(document["request"]["object"])
 
 
 # --- decoding bad documents -----------------------------------------------------------------
@@ -519,6 +565,130 @@ def test_plain_request_matches_the_model_whenever_it_answers(request: dict[str, 
         assert plain == validated
 
 
+METADATA = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": TEXT,
+        "labels": st.none() | st.dictionaries(TEXT, TEXT, max_size=2),
+        "managedFields": JSON_VALUES,
+        "finalizers": JSON_VALUES,
+        "clusterName": TEXT,
+    },
+)
+CONTAINERS = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "name": TEXT,
+            "resources": JSON_VALUES,
+            "restartPolicy": TEXT,
+            "image": TEXT,
+            "env": JSON_VALUES,
+        },
+    )
+    | JSON_VALUES,
+    max_size=2,
+)
+SPECS = st.fixed_dictionaries(
+    {},
+    optional={
+        "containers": CONTAINERS | JSON_VALUES,
+        "initContainers": CONTAINERS,
+        "priority": JSON_VALUES,
+        "priorityClassName": TEXT,
+        "volumes": JSON_VALUES,
+        "overhead": JSON_VALUES,
+    },
+)
+PODS = st.none() | st.fixed_dictionaries(
+    {},
+    optional={
+        "apiVersion": TEXT,
+        "kind": TEXT,
+        "metadata": st.none() | METADATA | JSON_VALUES,
+        "spec": SPECS | JSON_VALUES,
+        "status": JSON_VALUES,
+        "other": JSON_VALUES,
+    },
+)
+REVIEW_TOP = {
+    "apiVersion": st.sampled_from([API_V1, API_V1BETA1, "v1"]) | JSON_VALUES,
+    "kind": st.sampled_from(["AdmissionReview", "Review"]) | JSON_VALUES,
+}
+
+
+def _stripped(obj: Any) -> Any:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return without_managed_fields(obj)
+
+
+def _only(value: Any, members: frozenset[str]) -> Any:
+    return {k: v for k, v in value.items() if k in members} if isinstance(value, dict) else value
+
+
+def _viewed(obj: Any) -> Any:
+    """What the validation view keeps of ``obj`` (a view is its own view)."""
+    if not isinstance(obj, dict):
+        return obj
+    viewed = _only(_stripped(obj), frozenset({"apiVersion", "kind", "metadata", "spec"}))
+    spec = viewed.get("spec")
+    if isinstance(spec, dict):
+        spec = viewed["spec"] = _only(spec, VIEWED_SPEC)
+        for member in ("containers", "initContainers"):
+            if isinstance(spec.get(member), list):
+                spec[member] = [_only(item, VIEWED_CONTAINER) for item in spec[member]]
+    return viewed
+
+
+VIEWED_SPEC = frozenset(
+    {"containers", "initContainers", "overhead", "resources", "priorityClassName", "priority"}
+)
+VIEWED_CONTAINER = frozenset({"name", "resources", "restartPolicy"})
+
+
+def _decoded(
+    raw: bytes, *, whole: bool = False, objects: ObjectView = "whole"
+) -> Review | tuple[int, str]:
+    """The decoded review with its objects as ``objects`` keeps them, or the error."""
+    try:
+        review = _decode_document(raw) if whole else decode_review(raw, objects=objects)
+    except ReviewError as exc:
+        return exc.status_code, exc.reason
+    request = review.request
+    kept = _stripped if objects == "whole" else _viewed
+    return replace(
+        review,
+        request=replace(request, object=kept(request.object), old_object=kept(request.old_object)),
+    )
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=400)
+@given(
+    near_valid_requests() | st.just(VALID_REQUEST),
+    PODS,
+    PODS,
+    st.fixed_dictionaries({}, optional=REVIEW_TOP),
+)
+def test_the_fast_decoder_agrees_with_the_whole_one(
+    request: dict[str, Any], pod: Any, old: Any, top: dict[str, Any]
+) -> None:
+    request = {**request, "object": pod, "oldObject": old}
+    document = {"apiVersion": API_V1, "kind": "AdmissionReview", **top, "request": request}
+    raw = body(document)
+
+    assert _decoded(raw) == _decoded(raw, whole=True)
+    assert _decoded(raw, objects="validation") == _decoded(raw, whole=True, objects="validation")
+
+
 def test_plain_request_answers_for_a_real_request() -> None:
     assert _plain_request(VALID_REQUEST) == _validated_request(VALID_REQUEST)
     assert _plain_request(VALID_REQUEST) is not None
+
+
+def test_the_fast_decoder_answers_for_real_reviews() -> None:
+    for name in ("v1-create-pod.json", "v1beta1-create-pod.json", "v1-update-pod.json"):
+        wire = _WIRE_DECODERS["whole"].decode(body(fixture(name)))
+
+        assert _wire_review(wire) == _decoded(body(fixture(name)), whole=True), name

@@ -1,0 +1,168 @@
+"""/validate builds only part of each pod: validation must read nothing outside that part.
+
+Every pod of the real-world fixtures, as the API server sends it, goes through the admitter's
+``validate`` (create, update and resize) with its JSON wrapped so that every member read is
+recorded; each read must fall inside what ``decode_review(..., objects="validation")`` keeps.
+The same reviews decoded both ways must then get the same verdicts and leave the same ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from admission.reviews import decode_review
+from bench.configgen import GeneratedPolicy, generated_policy
+from bench.workload import PairTemplate, Workload, build_workload, load_sources, pair_ids
+from tenants.decisions import PolicyAdmitter
+from tenants.ledger import MemoryLedger
+from tenants.verdicts import AdmissionInput, Verdict
+
+NOW = 1_000.0
+Path = tuple[str, ...]
+CONTAINER_MEMBERS = frozenset({"name", "resources", "restartPolicy"})
+SPEC_MEMBERS = frozenset({"overhead", "resources", "priorityClassName", "priority"})
+
+
+def kept_by_the_view(path: Path) -> bool:
+    """Whether the validation view keeps the member at ``path`` (``*``: every member)."""
+    if not path or path[0] in ("apiVersion", "kind"):
+        return True
+    if path[0] == "metadata":
+        return path[1:2] != ("managedFields",) and path[1:2] != ("*",)
+    if path[0] != "spec":
+        return False
+    if len(path) == 1:
+        return True
+    if path[1] in SPEC_MEMBERS:
+        return True
+    if path[1] in ("containers", "initContainers"):
+        return len(path) <= 3 or path[3] in CONTAINER_MEMBERS
+    return False
+
+
+class Traced(dict[str, Any]):
+    """A JSON object that records the path of every member read through it."""
+
+    def __init__(self, data: dict[str, Any], path: Path, reads: set[Path]) -> None:
+        super().__init__({key: _traced(value, (*path, key), reads) for key, value in data.items()})
+        self._path = path
+        self._reads = reads
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._reads.add((*self._path, key))
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self._reads.add((*self._path, key))
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self._reads.add((*self._path, str(key)))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self._reads.add((*self._path, "*"))
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self._reads.add((*self._path, "*"))
+        return super().items()
+
+    def values(self) -> Any:
+        self._reads.add((*self._path, "*"))
+        return super().values()
+
+    def keys(self) -> Any:
+        self._reads.add((*self._path, "*"))
+        return super().keys()
+
+
+def _traced(value: Any, path: Path, reads: set[Path]) -> Any:
+    if isinstance(value, dict):
+        return Traced(value, path, reads)
+    if isinstance(value, list):
+        return [_traced(item, (*path, "[]"), reads) for item in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def generated() -> GeneratedPolicy:
+    return generated_policy(tenants=8)
+
+
+@pytest.fixture(scope="module")
+def workload(generated: GeneratedPolicy) -> Workload:
+    allowed = frozenset(
+        name for tenant in generated.policy.tenants.values() for name in tenant.allowed_classes
+    )
+    sources = load_sources(priority_classes=allowed)
+    # One pair per fixture pod, each in a tenant of the generated config.
+    return build_workload(generated, pairs=len(sources), seed=11, sources=sources)
+
+
+def _mutated(admitter: PolicyAdmitter, pair: PairTemplate, index: int) -> None:
+    mutate_body, _ = pair.bodies(pair_ids(1, index))
+    verdict = asyncio.run(admitter.mutate(decode_review(mutate_body).request, now=NOW))
+    assert verdict.allowed, verdict.message
+
+
+def _requests(pair: PairTemplate, index: int, objects: Any) -> list[AdmissionInput]:
+    """The pod's create, a label update and a resize, as /validate would decode them."""
+    _, validate_body = pair.bodies(pair_ids(1, index))
+    create = decode_review(validate_body, objects=objects).request
+    pod = create.object
+    assert isinstance(pod, dict)
+    relabelled = {**pod, "metadata": {**pod["metadata"], "labels": {"changed": "yes"}}}
+    update = replace(create, operation="UPDATE", object=relabelled, old_object=pod)
+    resize = replace(create, operation="UPDATE", sub_resource="resize", old_object=pod)
+    return [create, update, resize]
+
+
+def _validate(admitter: PolicyAdmitter, request: AdmissionInput) -> Verdict:
+    return asyncio.run(admitter.validate(request, now=NOW))
+
+
+def test_validation_reads_nothing_the_view_leaves_out(
+    generated: GeneratedPolicy, workload: Workload
+) -> None:
+    admitter = PolicyAdmitter(generated.policy, MemoryLedger())
+    reads: set[Path] = set()
+    for index, pair in enumerate(workload.pairs):
+        _mutated(admitter, pair, index)
+        for request in _requests(pair, index, "whole"):
+            traced = replace(
+                request,
+                object=_traced(request.object, (), reads),
+                old_object=_traced(request.old_object, (), reads),
+            )
+            _validate(admitter, traced)
+
+    assert ("spec", "containers", "[]", "resources") in reads  # the tracing sees the reads
+    outside = sorted(path for path in reads if not kept_by_the_view(path))
+    assert outside == []
+
+
+def test_the_view_gets_the_same_verdicts_as_the_whole_pod(
+    generated: GeneratedPolicy, workload: Workload
+) -> None:
+    whole = PolicyAdmitter(generated.policy, MemoryLedger())
+    view = PolicyAdmitter(generated.policy, MemoryLedger())
+    verdicts = 0
+    for index, pair in enumerate(workload.pairs):
+        _mutated(whole, pair, index)
+        _mutated(view, pair, index)
+        for full, slim in zip(
+            _requests(pair, index, "whole"), _requests(pair, index, "validation"), strict=True
+        ):
+            assert slim.object != full.object  # the view did leave things out
+            assert _validate(view, slim) == _validate(whole, full), pair.source
+            verdicts += 1
+
+    assert verdicts == 3 * len(workload.pairs) >= 150
+    for tenant in generated.policy.tenants:
+        assert view.ledger.get(tenant) == whole.ledger.get(tenant)
