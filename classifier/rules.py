@@ -184,6 +184,11 @@ class PodFacts:
         return self._requests
 
     @property
+    def known_requests(self) -> Mapping[str, Quantity] | None:
+        """The effective pod request if a rule has needed it, else None (not computed)."""
+        return self._requests
+
+    @property
     def restart_policy(self) -> str:
         return podview.string(podview.spec(self.pod).get("restartPolicy")) or "Always"
 
@@ -957,6 +962,8 @@ class Classification:
     reason: str
     problem: str | None = None
     skipped: tuple[str, ...] = field(default=())
+    # The pod's effective request when a rule computed it, so that it is not computed twice.
+    requests: Mapping[str, Quantity] | None = field(default=None, compare=False, repr=False)
 
     @property
     def classified_by(self) -> str:
@@ -1019,9 +1026,16 @@ def classify(
             f'rule "{rule.name}": {reason}',
             problem,
             tuple(skipped),
+            facts.known_requests,
         )
     return Classification(
-        default_profile, "default", None, "no rule matched", problem, tuple(skipped)
+        default_profile,
+        "default",
+        None,
+        "no rule matched",
+        problem,
+        tuple(skipped),
+        facts.known_requests,
     )
 
 

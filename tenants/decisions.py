@@ -368,12 +368,17 @@ def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservatio
     annotations[RESERVATION_ANNOTATION] = reservation_id
 
 
-def _exact_request(pod: Mapping[str, Any]) -> dict[str, Quantity] | Verdict:
+def _exact_request(pod: Mapping[str, Any]) -> Mapping[str, Quantity] | Verdict:
     """The pod's exact request, or the 400 denial saying what is wrong with its resources."""
     try:
         amount = pod_requests(pod)
     except PodResourceError as exc:
         return _bad_request(str(exc))
+    return _checked(amount)
+
+
+def _checked(amount: Mapping[str, Quantity]) -> Mapping[str, Quantity] | Verdict:
+    """``amount``, or the 400 denial naming its negative requests."""
     negative = {name: q for name, q in amount.items() if q.nanos < 0}
     if negative:
         return _bad_request(f"invalid pod resources: negative request {format_list(negative)}")
@@ -503,7 +508,10 @@ class PolicyAdmitter:
             containers = "; ".join(f"{name} {format_list(amounts)}" for name, amounts in applied)
             warnings.append(f"tenant {tenant.name} default requests applied: {containers}")
 
-        amount = _exact_request(mutated)
+        # The plan never changes what a pod requests, so the rules' figure holds unless
+        # container defaults were applied.
+        known = classification.requests
+        amount = _exact_request(mutated) if applied or known is None else _checked(known)
         if isinstance(amount, Verdict):
             return amount
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from classifier.config import ClassifierConfig, ConditionSpec, compile_classifier
 from classifier.plan import Classifier
-from classifier.resources import PodResourceError
+from classifier.resources import PodResourceError, pod_requests
 from classifier.rules import (
     INDEX_FROM,
     Classification,
@@ -585,6 +585,14 @@ def test_first_match_wins_and_says_why() -> None:
     assert result.classified_by == "rule/gpu"
     assert result.problem is None
     assert result.skipped == ()
+
+
+def test_the_request_a_rule_computed_comes_with_the_classification() -> None:
+    gpu = classifier().classify(pod(limits={"nvidia.com/gpu": 1}), namespace="ml")
+    untested = classifier().classify(pod(), namespace="kube-system")  # no resource rule ran
+
+    assert gpu.requests == pod_requests(pod(limits={"nvidia.com/gpu": 1}))
+    assert untested.requests is None
 
 
 def test_default_when_nothing_matches() -> None:

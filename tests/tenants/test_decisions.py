@@ -893,3 +893,31 @@ def test_review_against_a_usage_snapshot(policy: Policy) -> None:
         PolicyAdmitter(policy, usage).review(make_pod(), namespace="default", now=0)
     )
     assert (unclaimed.tenant, unclaimed.tier, unclaimed.allowed) == (None, None, True)
+
+
+def test_defaults_count_even_when_a_rule_already_read_the_request() -> None:
+    # "cpu < 2" holds for a pod without requests, so the rule reads the request before the
+    # tenant's container defaults are applied: the booking must count the defaults.
+    config = CONFIG.replace(
+        "  - name: batch\n",
+        '  - name: small\n    profile: batch\n    match: {resource: "cpu < 2"}\n  - name: batch\n',
+    )
+    chain = Chain(make_policy(config))
+
+    mutated = chain.mutate(make_pod(cpu=None, memory=None))  # booked by /mutate alone
+
+    assert mutated.audit_annotations["profile"] == "batch"
+    assert chain.state().guaranteed == rl(cpu="100m", memory="128Mi", pods="1")
+
+
+def test_a_request_a_rule_read_is_booked_as_read() -> None:
+    config = CONFIG.replace(
+        "  - name: batch\n",
+        '  - name: small\n    profile: batch\n    match: {resource: "cpu < 2"}\n  - name: batch\n',
+    )
+    chain = Chain(make_policy(config))
+
+    mutated = chain.mutate(make_pod(cpu="1500m", memory="1Gi"))
+
+    assert mutated.audit_annotations["profile"] == "batch"
+    assert chain.state().guaranteed == rl(cpu="1500m", memory="1Gi", pods="1")
