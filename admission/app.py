@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Literal
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from admission.bodylimit import BodyLimitMiddleware
 from admission.health import Readiness, health_routes
@@ -42,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 Endpoint = Literal["mutate", "validate"]
 JSON_MEDIA_TYPE: Final = "application/json"
+_JSON_CONTENT_TYPE: Final = JSON_MEDIA_TYPE.encode()
+_TEXT_CONTENT_TYPE: Final = b"text/plain; charset=utf-8"
 
 
 def create_app(
@@ -64,17 +64,41 @@ def create_app(
     mutate = ReviewHandler("mutate", admitter=admitter, metrics=metrics, clock=clock)
     validate = ReviewHandler("validate", admitter=admitter, metrics=metrics, clock=clock)
     routes: list[BaseRoute] = [
-        Route("/mutate", mutate.handle, methods=["POST"], name="mutate"),
-        Route("/validate", validate.handle, methods=["POST"], name="validate"),
+        # ReviewRoutes answers every POST to these; the routes give other methods their 405.
+        Route("/mutate", mutate, methods=["POST"], name="mutate"),
+        Route("/validate", validate, methods=["POST"], name="validate"),
         *health_routes(readiness),
         metrics_route(metrics),
     ]
     middleware = [
         Middleware(
             BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, on_reject=count_refused
-        )
+        ),
+        Middleware(ReviewRoutes, handlers={"/mutate": mutate, "/validate": validate}),
     ]
     return Starlette(routes=routes, middleware=middleware)
+
+
+class ReviewRoutes:
+    """Sends each ``POST /mutate`` and ``/validate`` straight to its handler.
+
+    Reviews are nearly all of the traffic, and each one is a single buffered body in and a
+    single JSON body out: routing them here, after the body limit, spares them Starlette's
+    router and its request and response objects. Everything else (other methods, health,
+    metrics) goes on to the Starlette app.
+    """
+
+    def __init__(self, app: ASGIApp, *, handlers: Mapping[str, ReviewHandler]) -> None:
+        self.app = app
+        self.handlers = dict(handlers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            handler = self.handlers.get(scope["path"])
+            if handler is not None:
+                await handler(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_metrics_app(
@@ -107,19 +131,41 @@ class ReviewHandler:
         self._metrics = metrics
         self._clock = clock
 
-    async def handle(self, request: Request) -> Response:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The endpoint, as an ASGI app."""
+        body = await _read_body(receive)
+        content_type = _header(scope, b"content-type")
+        status, payload, media_type = await self.answer(content_type, body, client=_client(scope))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", media_type),
+                    (b"content-length", str(len(payload)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+    async def answer(
+        self, content_type: str | None, body: bytes, *, client: str
+    ) -> tuple[int, bytes, bytes]:
+        """HTTP status, body and content type of the answer to one POSTed review."""
         started = time.perf_counter()
         with self._metrics.in_flight(self.endpoint):
-            response = await self._respond(request, started)
+            answered = await self._respond(content_type, body, client=client, started=started)
         self._metrics.observe_duration(self.endpoint, time.perf_counter() - started)
-        return response
+        return answered
 
-    async def _respond(self, request: Request, started: float) -> Response:
+    async def _respond(
+        self, content_type: str | None, body: bytes, *, client: str, started: float
+    ) -> tuple[int, bytes, bytes]:
         try:
-            _require_json(request.headers.get("content-type"))
-            review = decode_review(await request.body(), objects=self._objects)
+            _require_json(content_type)
+            review = decode_review(body, objects=self._objects)
         except ReviewError as exc:
-            return self._refuse(request, exc.status_code, exc.reason, exc.category)
+            return self._refuse(client, exc.status_code, exc.reason, exc.category)
 
         # The admitter runs on the event loop, never in a thread pool: its ledger store decides
         # how a check and its booking stay one step (the in-memory store never suspends between
@@ -135,14 +181,14 @@ class ReviewHandler:
             # Only /mutate lets it through (/validate denies): failing the call lets the API
             # server apply the webhook's failurePolicy (Ignore: the pod goes on to /validate).
             logger.warning("%s: uid=%s: %s", self.endpoint, uid, exc.message)
-            return self._refuse(request, 503, exc.message, "ledger_unavailable")
+            return self._refuse(client, 503, exc.message, "ledger_unavailable")
         except Exception as exc:
             logger.exception("%s: failed to review uid=%s", self.endpoint, uid)
             reason = (
                 f"internal error reviewing request {uid}: {type(exc).__name__} "
                 "(see the webhook logs)"
             )
-            return self._refuse(request, 500, reason, "internal_error")
+            return self._refuse(client, 500, reason, "internal_error")
 
         self._metrics.observe_review(
             self.endpoint,
@@ -151,7 +197,7 @@ class ReviewHandler:
             dry_run=review.request.dry_run,
         )
         self._log(review, verdict, patched=patch is not None, started=started)
-        return Response(payload, media_type=JSON_MEDIA_TYPE)
+        return 200, payload, _JSON_CONTENT_TYPE
 
     async def _decide(self, review: Review) -> Verdict:
         if self.endpoint == "mutate":
@@ -172,13 +218,14 @@ class ReviewHandler:
         operations = make_json_patch(original, verdict.patched)
         return encode_patch(operations) if operations else None
 
-    def _refuse(self, request: Request, status: int, reason: str, category: str) -> Response:
+    def _refuse(
+        self, client: str, status: int, reason: str, category: str
+    ) -> tuple[int, bytes, bytes]:
         reason = one_line(reason)
         if status < 500:
-            client = request.client.host if request.client else "unknown"
             logger.warning("%s: %d from client %s: %s", self.endpoint, status, client, reason)
         self._metrics.count_http_error(self.endpoint, code=status, reason=category)
-        return PlainTextResponse(reason, status_code=status)
+        return status, reason.encode(), _TEXT_CONTENT_TYPE
 
     def _log(self, review: Review, verdict: Verdict, *, patched: bool, started: float) -> None:
         request = review.request
@@ -214,6 +261,30 @@ class ReviewHandler:
                 "duration_ms": round(duration_ms, 3),
             },
         )
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # a disconnect: the answer will go nowhere
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def _require_json(content_type: str | None) -> None:

@@ -76,26 +76,37 @@ class Metrics:
         )
         self.build_info.info({"version": _package_version()})
         # Series that exist from the start, so rates and alerts work before the first request.
-        for endpoint in ENDPOINTS:
-            self.review_duration.labels(endpoint)
-            self.in_flight_reviews.labels(endpoint)
+        # Each review updates three series: their children are looked up once, not per review.
+        self._durations = {
+            endpoint: self.review_duration.labels(endpoint) for endpoint in ENDPOINTS
+        }
+        self._in_flight = {
+            endpoint: self.in_flight_reviews.labels(endpoint) for endpoint in ENDPOINTS
+        }
+        self._reviews: dict[tuple[str, str, bool, bool], Counter] = {}
 
     def observe_review(
         self, endpoint: str, *, operation: str, allowed: bool, dry_run: bool
     ) -> None:
-        self.reviews.labels(endpoint, operation, _bool(allowed), _bool(dry_run)).inc()
+        key = (endpoint, operation, allowed, dry_run)
+        child = self._reviews.get(key)
+        if child is None:
+            child = self.reviews.labels(endpoint, operation, _bool(allowed), _bool(dry_run))
+            self._reviews[key] = child
+        child.inc()
 
     def observe_duration(self, endpoint: str, seconds: float) -> None:
-        self.review_duration.labels(endpoint).observe(seconds)
+        child = self._durations.get(endpoint)
+        (child if child is not None else self.review_duration.labels(endpoint)).observe(seconds)
 
     def count_http_error(self, endpoint: str, *, code: int, reason: str) -> None:
         self.http_errors.labels(endpoint, str(code), reason).inc()
 
     def in_flight(self, endpoint: str) -> AbstractContextManager[None]:
         """Counts the enclosed block in the in-flight gauge."""
-        tracker: AbstractContextManager[None] = self.in_flight_reviews.labels(
-            endpoint
-        ).track_inprogress()
+        child = self._in_flight.get(endpoint)
+        gauge = child if child is not None else self.in_flight_reviews.labels(endpoint)
+        tracker: AbstractContextManager[None] = gauge.track_inprogress()
         return tracker
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
