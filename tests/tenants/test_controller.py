@@ -421,11 +421,28 @@ def test_a_pod_gone_before_it_was_seen_frees_its_booking(
     assert ledger.charges == Map()
 
 
+def test_a_uid_seen_again_in_another_namespace_follows_it(
+    controller: LedgerController, store: MemoryLedger
+) -> None:
+    controller.apply_pod(facts_of(make_pod("u1", namespace="team-a")), now=NOW)
+    moved = facts_of(make_pod("u1", namespace="b-one", version="2"))
+    controller.apply_pod(moved, now=NOW)
+    assert controller.tracked("u1") == (moved, "team-b")
+    assert store.get("team-a").charges == Map()
+    assert set(store.get("team-b").charges) == {"u1"}
+    assert_truthful(controller)
+    controller.delete_pod(moved, now=NOW)
+    assert store.get("team-b").charges == Map()
+    assert controller.pod_count == 0
+    assert_truthful(controller)
+
+
 def test_pods_of_unclaimed_namespaces_are_tracked_but_not_charged(
     controller: LedgerController, store: MemoryLedger
 ) -> None:
-    controller.apply_pod(facts_of(make_pod("u1", namespace="elsewhere")), now=NOW)
-    assert controller.tracked("u1") is not None
+    pod = facts_of(make_pod("u1", namespace="elsewhere"))
+    controller.apply_pod(pod, now=NOW)
+    assert controller.tracked("u1") == (pod, None)
     assert store.snapshot().get("team-a", TenantLedger("team-a")).charges == Map()
     assert controller.stats.unadmitted == {}
 
