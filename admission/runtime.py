@@ -2,9 +2,10 @@
 
 The runtime owns the process's state and its background work:
 
-* the config (``--config`` or the embedded example), compiled into a policy; the file is polled
-  and a changed one swapped in atomically, while a broken one keeps the last good policy (every
-  problem logged as ``FILE:LINE: FIELD: MESSAGE``, a readiness detail and a metric say so);
+* the config (``--config`` or the embedded example), compiled into a policy (only the policy is
+  kept, not the validated config); the file is polled and a changed one swapped in atomically,
+  while a broken one keeps the last good policy (every problem logged as
+  ``FILE:LINE: FIELD: MESSAGE``, a readiness detail and a metric say so);
 * the in-memory ledger, the :class:`~tenants.decisions.PolicyAdmitter` and the
   :class:`~tenants.controller.LedgerController` keeping the ledger equal to the cluster;
 * the cluster connection (in-cluster, a kubeconfig, or offline, said loudly) and its watches,
@@ -44,13 +45,14 @@ from admission.settings import Settings
 from admission.status import StatusCollector, StatusSources, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
-from tenants.config import Policy, PolicyError, TenantgateConfig, compile_policy
-from tenants.configfile import ConfigError, LoadedConfig, load
+from tenants.config import Policy, PolicyError
+from tenants.configfile import ConfigError, LoadedConfig, load, load_policy
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
 from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
 from tenants.kube.errors import KubeError
+from tenants.kube.informer import release_free_memory
 from tenants.kube.leader import (
     KubeLeaseClient,
     LeaderCollector,
@@ -135,16 +137,16 @@ class Timings:
 # --------------------------------------------------------------------------- priority classes
 
 
-def effective_config(
-    config: TenantgateConfig, live: PriorityClassTable
-) -> tuple[TenantgateConfig, frozenset[str]]:
-    """``config`` with the cluster's values for the priority classes it names.
+def effective_classes(
+    declared: Mapping[str, PriorityClassSpec], live: PriorityClassTable
+) -> tuple[dict[str, PriorityClassSpec], frozenset[str]]:
+    """The config's priority classes (``declared``) with the cluster's values for them.
 
-    Returns it and the names the cluster does not have (they keep the config's values).
+    Returns them and the names the cluster does not have (they keep the config's values).
     """
     merged: dict[str, PriorityClassSpec] = {}
     missing: set[str] = set()
-    for name, spec in config.priorityClasses.items():
+    for name, spec in declared.items():
         actual = live.get(name)
         if actual is None:
             missing.add(name)
@@ -162,7 +164,7 @@ def effective_config(
         merged[name] = spec.model_copy(
             update={"value": actual.value, "preemptionPolicy": actual.preemptionPolicy}
         )
-    return config.model_copy(update={"priorityClasses": merged}), frozenset(missing)
+    return merged, frozenset(missing)
 
 
 def missing_classes_detail(missing: frozenset[str]) -> str:
@@ -272,11 +274,28 @@ def _count(problems: int) -> str:
     return f"{problems} problem{'' if problems == 1 else 's'}"
 
 
+def _read_policy(path: Path) -> Policy:
+    """The compiled policy of the config file (:class:`ConfigError` when it is not usable).
+
+    Validating a large config allocates many times what the policy keeps (the validated config
+    is freed here, once compiled); what it frees is given back to the OS right away.
+    """
+    try:
+        return load_policy(path)
+    finally:
+        release_free_memory()
+
+
 def _fingerprint(path: Path) -> str | None:
     """A digest of the file's content (None when unreadable): ConfigMap updates swap symlinks,
-    so content, not mtime, is what tells a change."""
+    so content, not mtime, is what tells a change.
+
+    Read in chunks: the whole file every poll (5 MiB at 10,000 tenants) would leave that much
+    mapped in each worker thread's malloc arena.
+    """
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with path.open("rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
     except OSError:
         return None
 
@@ -302,7 +321,10 @@ class Runtime:
         self._clock = clock
         self._config_path = config_path
         self._watch_config = settings.config is not None
-        self._loaded = loaded
+        # The file's policy (the config's priority class values), without the validated
+        # config: the cluster's values are compiled into it again from the policy alone.
+        self._file = loaded.file
+        self._base = loaded.policy
         self._fingerprint = _fingerprint(config_path)
         self._live_classes: PriorityClassTable | None = None
         self._recompile_lock = asyncio.Lock()
@@ -314,7 +336,7 @@ class Runtime:
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
 
-        policy = loaded.policy
+        policy = self._base
         self.ledger: MemoryLedger | KubeLedgerStore = self._ledger_store(policy, connection)
         self.controller = LedgerController(self.ledger, policy=policy)
         online = connection is not None
@@ -405,8 +427,9 @@ class Runtime:
         return self.admitter.policy
 
     @property
-    def config(self) -> LoadedConfig:
-        return self._loaded
+    def config_file(self) -> str:
+        """The config file serving (as given, or the embedded default's path)."""
+        return self._file
 
     def synced(self) -> bool:
         """Whether the ledger reflects the cluster (always true offline: nothing to sync)."""
@@ -421,7 +444,7 @@ class Runtime:
     def _ledger_store(
         policy: Policy, connection: Connection | None
     ) -> MemoryLedger | KubeLedgerStore:
-        if policy.config.ledger.backend != "kubernetes":
+        if policy.ledger_backend != "kubernetes":
             return MemoryLedger()
         if connection is None:
             logger.warning(
@@ -444,15 +467,15 @@ class Runtime:
         )
 
     def _config_detail(self) -> str:
-        tenants = len(self._loaded.policy.tenants)
-        source = self._loaded.file if self._watch_config else f"embedded {self._loaded.file}"
+        tenants = len(self._base.tenants)
+        source = self._file if self._watch_config else f"embedded {self._file}"
         return f"{source}: {tenants} tenants"
 
     def _config_status(self) -> dict[str, Any]:
         return {
             "file": str(self._config_path),
             "watched": self._watch_config,
-            "tenants": len(self._loaded.policy.tenants),
+            "tenants": len(self._base.tenants),
             "reloadError": self.config_error,
             "missingPriorityClasses": sorted(self.guard.missing_classes),
         }
@@ -573,20 +596,21 @@ class Runtime:
                 continue
             self._fingerprint = fingerprint
             try:
-                loaded = await asyncio.to_thread(load, path)
+                # The policy only: the validated config is freed as soon as it is compiled.
+                policy = await asyncio.to_thread(_read_policy, path)
             except ConfigError as exc:
                 self._reject_config(exc)
                 continue
             except Exception:
                 logger.exception("config reload of %s failed", path)
                 continue
-            previous = self._loaded.config.ledger.backend
-            self._loaded = loaded
+            previous = self._base.ledger_backend
+            self._base = policy
             self.config_error = None
-            if loaded.config.ledger.backend != previous:
+            if policy.ledger_backend != previous:
                 logger.warning(
                     "ledger.backend %s takes effect at the next restart (running with %s)",
-                    loaded.config.ledger.backend,
+                    policy.ledger_backend,
                     previous,
                 )
             await self._recompile(reason="config reloaded")
@@ -623,9 +647,9 @@ class Runtime:
         """Install the current config with the cluster's priority classes, atomically."""
         async with self._recompile_lock:
             while True:
-                loaded, live = self._loaded, self._live_classes
-                policy, missing = await asyncio.to_thread(self._compile, loaded, live)
-                if loaded is self._loaded and live is self._live_classes:
+                base, live = self._base, self._live_classes
+                policy, missing = await asyncio.to_thread(self._compile, base, live)
+                if base is self._base and live is self._live_classes:
                     break  # nothing changed while compiling
             self.admitter.replace_policy(policy)
             self.controller.set_policy(policy, now=self._clock())
@@ -637,23 +661,22 @@ class Runtime:
                 else:
                     self.readiness.mark_ok(
                         "priorityClasses",
-                        f"all {len(loaded.config.priorityClasses)} priority classes of the "
+                        f"all {len(base.priority_classes)} priority classes of the "
                         "config exist in the cluster",
                     )
             logger.info("policy installed (%s): %d tenants", reason, len(policy.tenants))
 
     @staticmethod
-    def _compile(
-        loaded: LoadedConfig, live: PriorityClassTable | None
-    ) -> tuple[Policy, frozenset[str]]:
+    def _compile(base: Policy, live: PriorityClassTable | None) -> tuple[Policy, frozenset[str]]:
+        """``base`` (the file's policy) with the cluster's priority class values."""
         if live is None:
-            return loaded.policy, frozenset()
-        config, missing = effective_config(loaded.config, live)
+            return base, frozenset()
+        classes, missing = effective_classes(base.priority_classes, live)
         try:
-            return compile_policy(config), missing
+            return base.with_priority_classes(classes), missing
         except PolicyError as exc:
             logger.error("the cluster's priority classes do not compile with the config: %s", exc)
-            return loaded.policy, missing
+            return base, missing
 
 
 def build_runtime(
@@ -684,7 +707,7 @@ def build_runtime(
             connection = Connection.open(target)
         except KubeError as exc:
             raise ServeError(f"cannot use {target.source}: {exc}") from exc
-    return Runtime(
+    runtime = Runtime(
         settings,
         loaded=loaded,
         config_path=Path(path),
@@ -693,6 +716,9 @@ def build_runtime(
         timings=timings if timings is not None else Timings.from_settings(settings),
         clock=clock,
     )
+    del loaded  # the validated config: the runtime keeps the compiled policy only
+    release_free_memory()
+    return runtime
 
 
 __all__ = [
@@ -702,7 +728,7 @@ __all__ = [
     "Runtime",
     "Timings",
     "build_runtime",
-    "effective_config",
+    "effective_classes",
     "missing_classes_detail",
     "recount",
     "tune_gc",

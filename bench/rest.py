@@ -3,9 +3,9 @@
 ``python -m bench.rest --config FILE --pods N`` builds the runtime exactly as ``tenantgate
 serve`` does (:func:`admission.runtime.build_runtime`, config file included), hands it N stored
 pods the way the cluster sync does on its first list (pages parsed, :func:`pod_facts`, then
-:meth:`LedgerController.replace_pods`), and serves until SIGTERM. Offline, ``tenantgate serve``
-cannot learn pods from a cluster; this is the only difference. Settings come from
-``TENANTGATE_*`` (ports, cert dir), as for the real command.
+:meth:`LedgerController.replace_pods` and the memory freed given back to the OS), and serves
+until SIGTERM. Offline, ``tenantgate serve`` cannot learn pods from a cluster; this is the only
+difference. Settings come from ``TENANTGATE_*`` (ports, cert dir), as for the real command.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from bench.configgen import GeneratedPolicy
 from bench.rebuild import Timer, pod_pages, read_pods
 from bench.stack import settle
 from bench.workload import build_workload
+from tenants.kube.informer import release_free_memory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_format, settings.log_level)
     runtime = build_runtime(settings)
     policy = runtime.policy
-    generated = GeneratedPolicy(policy, {}, len(policy.tenants), len(policy.config.rules))
+    rules = len(policy.classifier.config.rules)
+    generated = GeneratedPolicy(policy, {}, len(policy.tenants), rules)
     workload = build_workload(generated, pairs=args.pairs, seed=args.seed)
     timer = Timer()
     facts = read_pods(pod_pages(workload, generated, pods=args.pods, run=args.seed), timer=timer)
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     settle(runtime.controller.replace_pods(facts, now=time.time(), initial=True))
     del facts, workload
     gc.collect()
+    release_free_memory()  # as the cluster sync does after handing over a pod list
     asyncio.run(serve_runtime(settings, runtime))
     return 0
 

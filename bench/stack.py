@@ -35,11 +35,12 @@ def offline_runtime(
     clock: Callable[[], float] = time.time,
 ) -> Runtime:
     """The runtime ``tenantgate serve --offline`` would build for this policy (not started)."""
-    policy = generated.policy
+    if generated.config is None:
+        raise ValueError("offline_runtime needs the generated config, not only its policy")
     loaded = LoadedConfig(
         file=f"<generated: {generated.tenants} tenants, {generated.rules} rules>",
-        config=policy.config,
-        policy=policy,
+        config=generated.config,
+        policy=generated.policy,
     )
     runtime = Runtime(
         Settings(cert_dir=cert_dir, offline=True),

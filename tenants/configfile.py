@@ -136,7 +136,11 @@ def _child(node: yaml.Node | None, part: str | int) -> tuple[yaml.Node, int] | N
 
 @dataclass(frozen=True, slots=True)
 class LoadedConfig:
-    """A config file read, validated and compiled (without its YAML nodes: see the module)."""
+    """A config file read, validated and compiled (without its YAML nodes: see the module).
+
+    ``config`` is for tools that read the validated model; the policy does not keep it, so a
+    server that holds only ``policy`` frees it (most of a large config's memory).
+    """
 
     file: str
     config: TenantgateConfig

@@ -31,6 +31,7 @@ from tenants.kube.informer import (
     Informer,
     InformerStatus,
     RestartHook,
+    release_free_memory,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,9 @@ class _PodSink:
 
     def replace(self, items: list[PodFacts], *, initial: bool) -> None:
         self._controller.replace_pods(items, now=self._clock(), initial=initial)
+        # A list of every pod leaves large temporary tables (the listed pods by uid, the
+        # rebuild's per-tenant charges) that glibc keeps mapped: ~17 MiB at 150,000 pods.
+        release_free_memory()
 
     def upsert(self, item: PodFacts) -> None:
         self._controller.apply_pod(item, now=self._clock())

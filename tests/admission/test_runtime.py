@@ -20,7 +20,7 @@ from admission.runtime import (
     Runtime,
     Timings,
     build_runtime,
-    effective_config,
+    effective_classes,
 )
 from admission.server import ServeError
 from admission.settings import Settings
@@ -109,7 +109,7 @@ def test_without_a_cluster_it_runs_offline_and_says_so(
     runtime = build_runtime(settings, timings=FAST, environ=NO_CLUSTER)
     assert runtime.target.offline
     assert runtime.sync is None
-    assert runtime.config.file == str(DEFAULT_CONFIG)
+    assert runtime.config_file == str(DEFAULT_CONFIG)
     assert set(runtime.policy.tenants) == {"team-a", "ml"}
 
     async def scenario() -> None:
@@ -324,11 +324,51 @@ def test_the_clusters_priority_classes_replace_the_configs_values(
     assert "the cluster's value 2000 (Never) replaces the config's 1000" in caplog.text
 
 
-def test_effective_config_reports_missing_classes() -> None:
-    config = load_text(CONFIG).config
-    merged, missing = effective_config(config, {})
+def test_a_reloaded_config_gets_the_clusters_priority_classes_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = offline_runtime(tmp_path)
+    path = tmp_path / "tenantgate.yaml"
+    live = {
+        "tenant-guaranteed": PriorityClassSpec(value=2000, preemptionPolicy="Never"),
+        "tenant-burst": PriorityClassSpec(value=10, preemptionPolicy="Never"),
+    }
+    with_b = CONFIG + '  team-b:\n    namespaces: [team-b]\n    quota: {guaranteed: {cpu: "2"}}\n'
+
+    def guaranteed_value() -> int:
+        return runtime.policy.priority_classes["tenant-guaranteed"].value
+
+    async def scenario() -> None:
+        runtime._priority_classes_changed(live)
+        await eventually(lambda: guaranteed_value() == 2000, "the recompiled policy")
+        path.write_text(with_b)
+        await eventually(lambda: "team-b" in runtime.policy.tenants, "the new config")
+        assert guaranteed_value() == 2000
+        verdict = await runtime.guard.mutate(pod_request("web", namespace="team-b"), now=1.0)
+        assert verdict.patched is not None
+        assert verdict.patched["spec"]["priority"] == 2000
+        # A broken file keeps the last good policy, cluster values included.
+        path.write_text(with_b.replace('cpu: "2"', "cpu: lots"))
+        await eventually(lambda: runtime.config_error is not None, "the rejection")
+        assert "team-b" in runtime.policy.tenants
+        assert guaranteed_value() == 2000
+        # The cluster's classes go away: the config's values are back.
+        runtime._priority_classes_changed({})
+        await eventually(lambda: guaranteed_value() == 1000, "the config's values")
+        assert "team-b" in runtime.policy.tenants
+        assert runtime.guard.missing_classes == frozenset({"tenant-burst", "tenant-guaranteed"})
+        # Only compiled state is kept: the validated config was freed once compiled.
+        assert not hasattr(runtime.policy, "config")
+
+    with caplog.at_level(logging.INFO, logger="admission.runtime"):
+        run(runtime, scenario)
+
+
+def test_effective_classes_reports_missing_classes() -> None:
+    declared = load_text(CONFIG).policy.priority_classes
+    merged, missing = effective_classes(declared, {})
     assert missing == frozenset({"tenant-burst", "tenant-guaranteed"})
-    assert merged.priorityClasses == config.priorityClasses
+    assert merged == declared
 
 
 # --------------------------------------------------------------------------- the guard

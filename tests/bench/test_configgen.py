@@ -41,7 +41,7 @@ def test_it_compiles_and_its_yaml_loads_the_same() -> None:
 
     assert generated.tenants == 12
     assert generated.rules == 40
-    assert loaded.config == generated.policy.config
+    assert loaded.config == generated.config
     assert len(generated.namespaces()) == 24
     assert generated.namespaces()[0] == ("t00000", "t00000-prod")
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from classifier.config import ClassifierConfig, PriorityClassSpec
 from classifier.quantities import Quantity
 from tenants.config import (
     NamespaceSelector,
@@ -292,3 +293,81 @@ def test_tenants_of_one_size_share_their_compiled_values() -> None:
     assert str(c.quota.guaranteed["memory"]) == "8589934592"
     assert c.quota == a.quota
     assert tenants["ml"].allowed_profiles == frozenset({"ml"})
+
+
+# --------------------------------------------------------------------------- kept state
+
+
+BATCH_POD: dict[str, Any] = {
+    "metadata": {"labels": {"app": "x"}},
+    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]},
+}
+
+
+def overridden() -> TenantgateConfig:
+    """The test config with a selector tenant and a tenant whose batch profile is overridden."""
+    data = base()
+    data["tenants"]["ml"]["profiles"]["overrides"] = {"batch": {"schedulerName": "batch-sched"}}
+    data["tenants"]["sel"] = {
+        "namespaceSelector": {"matchLabels": {"team": "sel"}},
+        "quota": {"guaranteed": {"cpu": "1"}},
+    }
+    return TenantgateConfig.model_validate(data)
+
+
+def planned_spec(policy: Policy, tenant: str) -> dict[str, Any]:
+    namespace = tenant if tenant != "sel" else "sel-ns"
+    classifier = policy.tenants[tenant].classifier
+    spec: dict[str, Any] = classifier.plan(BATCH_POD, namespace=namespace).mutated["spec"]
+    return spec
+
+
+def test_a_policy_compiled_without_its_config_keeps_none_of_it() -> None:
+    config = overridden()
+    policy = compile_policy(config)
+    assert not hasattr(policy, "config")
+    # The classifiers keep their part of the config only, not the tenants.
+    for classifier in {id(t.classifier): t.classifier for t in policy.tenants.values()}.values():
+        assert type(classifier.config) is ClassifierConfig
+        assert classifier.config.rules == config.rules
+    assert len(policy.variants) == 1
+    assert policy.ledger_backend == "memory"
+
+
+def test_with_priority_classes_compiles_only_the_classifiers_again() -> None:
+    config = overridden()
+    policy = compile_policy(config)
+    classes = {
+        **policy.priority_classes,
+        "batch-low": PriorityClassSpec(value=150, preemptionPolicy="Never"),
+    }
+    live = policy.with_priority_classes(classes)
+
+    assert live.priority_classes["batch-low"].value == 150
+    assert policy.priority_classes["batch-low"].value == 100  # the original is untouched
+    for tenant in ("team-a", "ml", "sel"):
+        assert planned_spec(live, tenant)["priority"] == 150
+        assert planned_spec(live, tenant)["preemptionPolicy"] == "Never"
+        assert planned_spec(policy, tenant)["priority"] == 100
+    assert planned_spec(live, "ml")["schedulerName"] == "batch-sched"
+    assert "schedulerName" not in planned_spec(live, "team-a")
+    # The same as compiling the config with those values from scratch.
+    fresh = compile_policy(config.model_copy(update={"priorityClasses": classes}))
+    for tenant in ("team-a", "ml", "sel"):
+        assert planned_spec(live, tenant) == planned_spec(fresh, tenant)
+    assert live.tenants["team-a"].quota is policy.tenants["team-a"].quota
+    # The indexes lead to the recompiled tenants.
+    assert live.by_namespace["ml"] is live.tenants["ml"]
+    assert live.tenant_for("sel-ns", {"team": "sel"}) is live.tenants["sel"]
+    assert live.selector_tenants == (live.tenants["sel"],)
+    assert live.tenants["team-a"].classifier is live.classifier
+    assert live.variants[0].classifier is live.tenants["ml"].classifier
+    # And it can be done again from the result.
+    again = live.with_priority_classes(policy.priority_classes)
+    assert planned_spec(again, "ml")["priority"] == 100
+
+
+def test_with_priority_classes_keeps_the_names() -> None:
+    policy = compile_policy(overridden())
+    with pytest.raises(ValueError, match="names must not change"):
+        policy.with_priority_classes({"tenant-burst": PriorityClassSpec(value=1)})

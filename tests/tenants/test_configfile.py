@@ -54,6 +54,8 @@ def test_example_config_loads() -> None:
     )
     assert load_config(EXAMPLE_CONFIG) == loaded.config
     assert load_policy(EXAMPLE_CONFIG).tenants.keys() == policy.tenants.keys()
+    # The validated config is the loader's to give, not the policy's to keep.
+    assert not hasattr(policy, "config")
 
 
 def test_bad_quantity_names_file_line_and_field() -> None:
