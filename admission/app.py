@@ -125,8 +125,8 @@ class ReviewHandler:
         clock: Callable[[], float],
     ) -> None:
         self.endpoint: Endpoint = endpoint
-        # /validate builds only the part of each pod that validating it reads.
-        self._objects: ObjectView = "whole" if endpoint == "mutate" else "validation"
+        # Each endpoint builds only the part of a pod that its decision reads (or writes).
+        self._objects: ObjectView = "mutation" if endpoint == "mutate" else "validation"
         self._admitter = admitter
         self._metrics = metrics
         self._clock = clock

@@ -4,13 +4,14 @@ Only the envelope is validated. ``request.object`` and ``request.oldObject`` sta
 the API server sent: the hot path never builds a PodSpec model, and the decision logic reads the
 pod through typed accessors. Responses go back in the apiVersion of the request, echoing its uid.
 
-A review is first decoded with msgspec against :class:`_WireReview`, a schema of the envelope
-that skips, unbuilt, every field nothing reads: the request's ``requestKind`` and friends, and
-each object's ``metadata.managedFields`` (about half of a pod as the API server sends it, and
-never read here). The objects keep everything else exactly as sent. A document the schema does
-not fit in every detail (an unexpected type, an object member the schema does not name, a value
-the model would refuse) is decoded again in full with orjson and checked by the model, so errors
-and their messages come from one place.
+A review is first decoded with msgspec against a schema of the envelope that skips, unbuilt,
+every field nothing reads: the request's ``requestKind`` and friends, each object's
+``metadata.managedFields`` (about half of a pod as the API server sends it), and, per endpoint,
+the parts of the pod its decision neither reads nor writes (:data:`ObjectView`; the tests in
+``tests/admission/test_object_views.py`` hold the admitter to that). What is kept is exactly
+as sent. A document the schema does not fit in every detail (an unexpected type, an object
+member the schema does not name, a value the model would refuse) is decoded again in full with
+orjson and checked by the model, so errors and their messages come from one place.
 """
 
 from __future__ import annotations
@@ -121,10 +122,14 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
 
     ``objects`` says how much of ``request.object`` and ``request.oldObject`` to build when the
     fast decoder takes the body: ``"whole"``, everything but ``metadata.managedFields``;
-    ``"validation"``, only what validating a pod reads (metadata without managedFields, and
+    ``"validation"``, only what validating a pod reads: metadata without managedFields, and
     the spec's ``containers`` and ``initContainers`` (name, resources, restartPolicy),
-    ``overhead``, ``resources``, ``priorityClassName`` and ``priority``). A body the fast
-    decoder does not take comes with its objects whole.
+    ``overhead``, ``resources``, ``priorityClassName`` and ``priority``; ``"mutation"``, what
+    classifying, planning, defaulting and booking read or write: the validation view plus
+    ``ephemeralContainers``, the containers' ``image``, ``ports`` and ``securityContext``, and
+    the spec's ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``,
+    ``affinity``, ``topologySpreadConstraints``, ``restartPolicy`` and ``hostNetwork``.
+    A body the fast decoder does not take comes with its objects whole.
     """
     try:
         wire = _WIRE_DECODERS[objects].decode(body)
@@ -347,6 +352,47 @@ class _WireValidatedObject(msgspec.Struct, rename="camel", forbid_unknown_fields
     status: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
+class _WirePlannedContainer(msgspec.Struct, rename="camel"):
+    """What classifying and planning read or write of a container (the rest is skipped)."""
+
+    name: Any = msgspec.UNSET
+    image: Any = msgspec.UNSET
+    ports: Any = msgspec.UNSET
+    resources: Any = msgspec.UNSET
+    restart_policy: Any = msgspec.UNSET
+    security_context: Any = msgspec.UNSET
+
+
+class _WirePlannedSpec(msgspec.Struct, rename="camel"):
+    """What classifying, planning, defaulting and booking read or write of a pod's spec."""
+
+    containers: list[_WirePlannedContainer] | msgspec.UnsetType | None = msgspec.UNSET
+    init_containers: list[_WirePlannedContainer] | msgspec.UnsetType | None = msgspec.UNSET
+    ephemeral_containers: list[_WirePlannedContainer] | msgspec.UnsetType | None = msgspec.UNSET
+    overhead: Any = msgspec.UNSET
+    resources: Any = msgspec.UNSET
+    priority_class_name: Any = msgspec.UNSET
+    priority: Any = msgspec.UNSET
+    preemption_policy: Any = msgspec.UNSET
+    scheduler_name: Any = msgspec.UNSET
+    node_selector: Any = msgspec.UNSET
+    tolerations: Any = msgspec.UNSET
+    affinity: Any = msgspec.UNSET
+    topology_spread_constraints: Any = msgspec.UNSET
+    restart_policy: Any = msgspec.UNSET
+    host_network: Any = msgspec.UNSET
+
+
+class _WirePlannedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """A pod as classifying and planning read it: metadata and part of the spec."""
+
+    api_version: Any = msgspec.UNSET
+    kind: Any = msgspec.UNSET
+    metadata: _WireMeta | msgspec.UnsetType | None = msgspec.UNSET
+    spec: _WirePlannedSpec | msgspec.UnsetType | None = msgspec.UNSET
+    status: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
 class _WireKind(msgspec.Struct):
     group: str = ""
     version: str = ""
@@ -386,6 +432,11 @@ class _WireValidatedRequest(_WireRequestEnvelope):
     old_object: _WireValidatedObject | None = None
 
 
+class _WirePlannedRequest(_WireRequestEnvelope):
+    object: _WirePlannedObject | None = None
+    old_object: _WirePlannedObject | None = None
+
+
 class _WireEnvelope(msgspec.Struct, rename="camel"):
     api_version: Any = msgspec.UNSET
     kind: Any = msgspec.UNSET
@@ -399,9 +450,14 @@ class _WireValidatedReview(_WireEnvelope):
     request: _WireValidatedRequest | None = None
 
 
-ObjectView = Literal["whole", "validation"]
+class _WirePlannedReview(_WireEnvelope):
+    request: _WirePlannedRequest | None = None
+
+
+ObjectView = Literal["whole", "mutation", "validation"]
 _WIRE_DECODERS: Final[dict[ObjectView, msgspec.json.Decoder[Any]]] = {
     "whole": msgspec.json.Decoder(_WireReview),
+    "mutation": msgspec.json.Decoder(_WirePlannedReview),
     "validation": msgspec.json.Decoder(_WireValidatedReview),
 }
 
@@ -420,6 +476,9 @@ _MEMBERS: Final = {
     _WireMeta: _members_of(_WireMeta, skip="managed_fields"),
     _WireValidatedSpec: _members_of(_WireValidatedSpec),
     _WireContainer: _members_of(_WireContainer),
+    _WirePlannedObject: _members_of(_WirePlannedObject, skip="status"),
+    _WirePlannedSpec: _members_of(_WirePlannedSpec),
+    _WirePlannedContainer: _members_of(_WirePlannedContainer),
 }
 
 
@@ -432,7 +491,9 @@ def _members(struct: msgspec.Struct) -> dict[str, Any]:
     }
 
 
-def _wire_object(wire: _WireObject | _WireValidatedObject | None) -> dict[str, Any] | None:
+def _wire_object(
+    wire: _WireObject | _WirePlannedObject | _WireValidatedObject | None,
+) -> dict[str, Any] | None:
     """The object as orjson would give it, without the members its schema skips."""
     if wire is None:
         return None
@@ -441,16 +502,16 @@ def _wire_object(wire: _WireObject | _WireValidatedObject | None) -> dict[str, A
     if meta is not None:
         built["metadata"] = _members(meta)
     spec = built.get("spec")
-    if type(spec) is _WireValidatedSpec:
+    if type(spec) is _WireValidatedSpec or type(spec) is _WirePlannedSpec:
         spec = built["spec"] = _members(spec)
-        for member in ("containers", "initContainers"):
+        for member in ("containers", "initContainers", "ephemeralContainers"):
             items = spec.get(member)
             if items:
                 spec[member] = [_members(item) for item in items]
     return built
 
 
-def _wire_review(wire: _WireReview | _WireValidatedReview) -> Review | None:
+def _wire_review(wire: _WireReview | _WirePlannedReview | _WireValidatedReview) -> Review | None:
     """The review the full decoder would give (less what the schema skips); None when in doubt."""
     raw = wire.request
     api_version = wire.api_version

@@ -101,7 +101,7 @@ class Pipeline:
         self.admitter = admitter
 
     def mutate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]:
-        review = decode_review(body)
+        review = decode_review(body, objects="mutation")
         verdict = _verdict(self.admitter.mutate(review.request, now=now))
         patch: str | None = None
         original = review.request.object
@@ -145,7 +145,7 @@ class StagedPipeline(Pipeline):
     def mutate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]:
         clock, stages = time.thread_time_ns, self.stages
         started = clock()
-        review = decode_review(body)
+        review = decode_review(body, objects="mutation")
         decoded = clock()
         verdict = _verdict(self.admitter.mutate(review.request, now=now))
         decided = clock()

@@ -66,11 +66,14 @@ class Admitter(Protocol):
     is a compare-and-swap through the API server). An admitter over the in-memory ledger never
     suspends between its check and its booking, so it stays atomic on the event loop.
 
-    ``mutate`` gets the objects whole (less ``metadata.managedFields``). ``validate`` may get
-    a pod with only what validating it needs: its metadata (less ``managedFields``) and, of
-    its spec, ``containers`` and ``initContainers`` (name, resources, restartPolicy),
-    ``overhead``, ``resources``, ``priorityClassName`` and ``priority``; the HTTP edge builds
-    no more than that of a /validate review.
+    The HTTP edge builds only part of each pod (``admission.reviews.decode_review``): its
+    metadata (less ``managedFields``) and, of its spec, ``containers`` and ``initContainers``
+    (name, resources, restartPolicy), ``overhead``, ``resources``, ``priorityClassName`` and
+    ``priority`` for ``validate``; for ``mutate`` also ``ephemeralContainers``, the
+    containers' ``image``, ``ports`` and ``securityContext``, and the spec's
+    ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``, ``affinity``,
+    ``topologySpreadConstraints``, ``restartPolicy`` and ``hostNetwork``. ``mutate`` must
+    change nothing outside that part: the JSONPatch is computed against it.
     """
 
     async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -584,6 +585,7 @@ CONTAINERS = st.lists(
             "restartPolicy": TEXT,
             "image": TEXT,
             "env": JSON_VALUES,
+            "ports": JSON_VALUES,
         },
     )
     | JSON_VALUES,
@@ -594,6 +596,9 @@ SPECS = st.fixed_dictionaries(
     optional={
         "containers": CONTAINERS | JSON_VALUES,
         "initContainers": CONTAINERS,
+        "ephemeralContainers": CONTAINERS,
+        "tolerations": JSON_VALUES,
+        "dnsPolicy": TEXT,
         "priority": JSON_VALUES,
         "priorityClassName": TEXT,
         "volumes": JSON_VALUES,
@@ -628,17 +633,17 @@ def _only(value: Any, members: frozenset[str]) -> Any:
     return {k: v for k, v in value.items() if k in members} if isinstance(value, dict) else value
 
 
-def _viewed(obj: Any) -> Any:
-    """What the validation view keeps of ``obj`` (a view is its own view)."""
+def _viewed(obj: Any, spec_members: frozenset[str], container_members: frozenset[str]) -> Any:
+    """What a view keeps of ``obj`` (a view is its own view)."""
     if not isinstance(obj, dict):
         return obj
     viewed = _only(_stripped(obj), frozenset({"apiVersion", "kind", "metadata", "spec"}))
     spec = viewed.get("spec")
     if isinstance(spec, dict):
-        spec = viewed["spec"] = _only(spec, VIEWED_SPEC)
-        for member in ("containers", "initContainers"):
+        spec = viewed["spec"] = _only(spec, spec_members)
+        for member in ("containers", "initContainers", "ephemeralContainers"):
             if isinstance(spec.get(member), list):
-                spec[member] = [_only(item, VIEWED_CONTAINER) for item in spec[member]]
+                spec[member] = [_only(item, container_members) for item in spec[member]]
     return viewed
 
 
@@ -646,6 +651,23 @@ VIEWED_SPEC = frozenset(
     {"containers", "initContainers", "overhead", "resources", "priorityClassName", "priority"}
 )
 VIEWED_CONTAINER = frozenset({"name", "resources", "restartPolicy"})
+PLANNED_SPEC = VIEWED_SPEC | {
+    "ephemeralContainers",
+    "preemptionPolicy",
+    "schedulerName",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "topologySpreadConstraints",
+    "restartPolicy",
+    "hostNetwork",
+}
+PLANNED_CONTAINER = VIEWED_CONTAINER | {"image", "ports", "securityContext"}
+VIEWS: dict[ObjectView, Callable[[Any], Any]] = {
+    "whole": _stripped,
+    "mutation": lambda obj: _viewed(obj, PLANNED_SPEC, PLANNED_CONTAINER),
+    "validation": lambda obj: _viewed(obj, VIEWED_SPEC, VIEWED_CONTAINER),
+}
 
 
 def _decoded(
@@ -657,7 +679,7 @@ def _decoded(
     except ReviewError as exc:
         return exc.status_code, exc.reason
     request = review.request
-    kept = _stripped if objects == "whole" else _viewed
+    kept = VIEWS[objects]
     return replace(
         review,
         request=replace(request, object=kept(request.object), old_object=kept(request.old_object)),
@@ -678,8 +700,8 @@ def test_the_fast_decoder_agrees_with_the_whole_one(
     document = {"apiVersion": API_V1, "kind": "AdmissionReview", **top, "request": request}
     raw = body(document)
 
-    assert _decoded(raw) == _decoded(raw, whole=True)
-    assert _decoded(raw, objects="validation") == _decoded(raw, whole=True, objects="validation")
+    for view in VIEWS:
+        assert _decoded(raw, objects=view) == _decoded(raw, whole=True, objects=view), view
 
 
 def test_plain_request_answers_for_a_real_request() -> None:

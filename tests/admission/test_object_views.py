@@ -1,9 +1,13 @@
-"""/validate builds only part of each pod: validation must read nothing outside that part.
+"""/mutate and /validate build only part of each pod: the admitter must not need the rest.
 
-Every pod of the real-world fixtures, as the API server sends it, goes through the admitter's
-``validate`` (create, update and resize) with its JSON wrapped so that every member read is
-recorded; each read must fall inside what ``decode_review(..., objects="validation")`` keeps.
-The same reviews decoded both ways must then get the same verdicts and leave the same ledger.
+Every pod of the real-world fixtures, as the API server sends it, goes through the admitter:
+
+* ``validate`` (create, update and resize) with its JSON wrapped so that every member read is
+  recorded; each read must fall inside what ``decode_review(..., objects="validation")`` keeps,
+  and the reviews decoded both ways must get the same verdicts and leave the same ledger;
+* ``mutate`` on the whole pod and on what ``objects="mutation"`` keeps, under a config with a
+  rule of every condition kind: the same verdicts, and the JSONPatch computed on the partial
+  pod, applied to the whole pod as the API server does, gives the very same pod.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import orjson
 import pytest
 
+from admission.patch import apply_json_patch, make_json_patch
 from admission.reviews import decode_review
-from bench.configgen import GeneratedPolicy, generated_policy
+from bench.configgen import GeneratedPolicy, compile_generated, generate_config, generated_policy
 from bench.workload import PairTemplate, Workload, build_workload, load_sources, pair_ids
 from tenants.decisions import PolicyAdmitter
 from tenants.ledger import MemoryLedger
@@ -164,5 +170,111 @@ def test_the_view_gets_the_same_verdicts_as_the_whole_pod(
             verdicts += 1
 
     assert verdicts == 3 * len(workload.pairs) >= 150
+    for tenant in generated.policy.tenants:
+        assert view.ledger.get(tenant) == whole.ledger.get(tenant)
+
+
+# --------------------------------------------------------------------------- /mutate
+
+# Rules of every condition kind, placed first so that each pod is tested against all of them.
+EVERY_CONDITION: list[dict[str, Any]] = [
+    {"name": "privileged", "profile": "system", "match": {"privileged": True}},
+    {"name": "host-network", "profile": "system", "match": {"hostNetwork": True}},
+    {
+        "name": "metrics-port",
+        "profile": "web-frontend",
+        "match": {"all": [{"port": "metrics"}, {"restartPolicy": ["Always"]}]},
+    },
+    {"name": "big", "profile": "batch", "match": {"resource": ["memory > 64Gi", "cpu >= 32"]}},
+    {"name": "owned", "profile": "batch", "match": {"ownerKind": "StatefulSet"}},
+    {
+        "name": "annotated",
+        "profile": "batch",
+        "match": {"annotation": {"key": "x/*", "exists": True}},
+    },
+    {"name": "ns", "profile": "batch", "match": {"namespace": ["kube-*"]}},
+    {"name": "image", "profile": "database", "match": {"image": ["bitnami/*"]}},
+]
+
+
+@pytest.fixture(scope="module")
+def every_condition() -> GeneratedPolicy:
+    document = generate_config(tenants=8)
+    # Every profile also places and schedules: pods' own settings must be merged or kept.
+    profiles = {
+        name: {"schedulerName": "tenant-scheduler", "nodeSelector": {"example.com/pool": name}}
+        | profile
+        for name, profile in document["profiles"].items()
+    }
+    document = {**document, "profiles": profiles, "rules": [*EVERY_CONDITION, *document["rules"]]}
+    return compile_generated(document)
+
+
+def _variants(body: bytes) -> Iterator[bytes]:
+    """The review; the pod privileged; run to completion on the host network without an owner;
+    with scheduling settings and a priority class of its own."""
+    yield body
+    document = orjson.loads(body)
+    pod = document["request"]["object"]
+    pod["spec"]["containers"][0].setdefault("securityContext", {})["privileged"] = True
+    yield orjson.dumps(document)
+    document = orjson.loads(body)
+    pod = document["request"]["object"]
+    pod["metadata"].pop("ownerReferences", None)
+    pod["spec"]["restartPolicy"] = "Never"
+    pod["spec"]["hostNetwork"] = True
+    yield orjson.dumps(document)
+    # Settings of its own that a profile merges with or leaves alone.
+    document = orjson.loads(body)
+    spec = document["request"]["object"]["spec"]
+    spec["nodeSelector"] = {"example.com/disk": "ssd"}
+    spec["schedulerName"] = "custom-scheduler"
+    spec["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "example.com/rack",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"example.com/group": "a"}},
+        }
+    ]
+    spec["priorityClassName"] = "custom-low"  # not the tenant's: allowed only as low as this
+    spec["priority"] = 5
+    spec["overhead"] = {"cpu": "250m", "memory": "120Mi"}  # from a RuntimeClass
+    spec["resources"] = {"requests": {"cpu": "3"}}  # pod-level resources
+    yield orjson.dumps(document)
+
+
+@pytest.mark.parametrize("config", ["generated", "every_condition"])
+def test_mutating_the_view_patches_the_whole_pod_the_same(
+    config: str, request: pytest.FixtureRequest, workload: Workload
+) -> None:
+    generated: GeneratedPolicy = request.getfixturevalue(config)
+    whole = PolicyAdmitter(generated.policy, MemoryLedger())
+    view = PolicyAdmitter(generated.policy, MemoryLedger())
+    rules = set()
+    for index, pair in enumerate(workload.pairs):
+        for variant, mutate_body in enumerate(_variants(pair.bodies(pair_ids(2, index))[0])):
+            full = decode_review(mutate_body).request
+            slim = decode_review(mutate_body, objects="mutation").request
+            assert isinstance(full.object, dict)
+            assert isinstance(slim.object, dict)
+            assert slim.object != full.object, pair.source  # the view did leave things out
+
+            expected = asyncio.run(whole.mutate(full, now=NOW))
+            got = asyncio.run(view.mutate(slim, now=NOW))
+
+            where = f"{pair.source}, variant {variant}"
+            assert replace(got, patched=None) == replace(expected, patched=None), where
+            assert expected.patched is not None
+            assert got.patched is not None
+            stored = apply_json_patch(full.object, make_json_patch(full.object, expected.patched))
+            from_view = apply_json_patch(full.object, make_json_patch(slim.object, got.patched))
+            assert from_view == stored, where
+            rules.add(got.patched["metadata"]["annotations"]["tenantgate.io/classified-by"])
+
+    # The pods went through many rules, so through many profiles' plans.
+    assert len(rules) >= 6
+    if config == "every_condition":
+        assert {"rule/privileged", "rule/host-network", "rule/metrics-port"} <= rules
     for tenant in generated.policy.tenants:
         assert view.ledger.get(tenant) == whole.ledger.get(tenant)
