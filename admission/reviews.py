@@ -352,14 +352,11 @@ class _WireValidatedObject(msgspec.Struct, rename="camel", forbid_unknown_fields
     status: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-class _WirePlannedContainer(msgspec.Struct, rename="camel"):
+class _WirePlannedContainer(_WireContainer):
     """What classifying and planning read or write of a container (the rest is skipped)."""
 
-    name: Any = msgspec.UNSET
     image: Any = msgspec.UNSET
     ports: Any = msgspec.UNSET
-    resources: Any = msgspec.UNSET
-    restart_policy: Any = msgspec.UNSET
     security_context: Any = msgspec.UNSET
 
 
