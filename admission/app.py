@@ -133,7 +133,7 @@ class ReviewHandler:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The endpoint, as an ASGI app."""
-        body = await _read_body(receive)
+        body = await read_body(receive)
         content_type = _header(scope, b"content-type")
         status, payload, media_type = await self.answer(content_type, body, client=_client(scope))
         await send(
@@ -263,7 +263,8 @@ class ReviewHandler:
         )
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def read_body(receive: Receive) -> bytes:
+    """A request's whole body from its ASGI ``receive`` (what arrived, on a disconnect)."""
     chunks: list[bytes] = []
     while True:
         message = await receive()

@@ -499,7 +499,7 @@ def _wire_object(
     if meta is not None:
         built["metadata"] = _members(meta)
     spec = built.get("spec")
-    if type(spec) is _WireValidatedSpec or type(spec) is _WirePlannedSpec:
+    if isinstance(spec, _WireValidatedSpec | _WirePlannedSpec):
         spec = built["spec"] = _members(spec)
         for member in ("containers", "initContainers", "ephemeralContainers"):
             items = spec.get(member)

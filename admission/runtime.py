@@ -46,7 +46,7 @@ from admission.status import StatusCollector, StatusSources, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
 from tenants.config import Policy, PolicyError
-from tenants.configfile import ConfigError, LoadedConfig, load, load_policy
+from tenants.configfile import ConfigError, load, load_policy
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
@@ -307,7 +307,8 @@ class Runtime:
         self,
         settings: Settings,
         *,
-        loaded: LoadedConfig,
+        config_file: str,
+        policy: Policy,
         config_path: Path,
         target: ClusterTarget,
         connection: Connection | None,
@@ -323,8 +324,8 @@ class Runtime:
         self._watch_config = settings.config is not None
         # The file's policy (the config's priority class values), without the validated
         # config: the cluster's values are compiled into it again from the policy alone.
-        self._file = loaded.file
-        self._base = loaded.policy
+        self._file = config_file
+        self._base = policy
         self._fingerprint = _fingerprint(config_path)
         self._live_classes: PriorityClassTable | None = None
         self._recompile_lock = asyncio.Lock()
@@ -709,7 +710,8 @@ def build_runtime(
             raise ServeError(f"cannot use {target.source}: {exc}") from exc
     runtime = Runtime(
         settings,
-        loaded=loaded,
+        config_file=loaded.file,
+        policy=loaded.policy,
         config_path=Path(path),
         target=target,
         connection=connection,

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from admission.app import read_body
 from admission.logs import configure_logging
 from admission.server import WebhookServer
 from admission.settings import Settings
@@ -25,18 +26,6 @@ from admission.settings import Settings
 logger = logging.getLogger(__name__)
 
 _HEADERS = [(b"content-type", b"application/json")]
-
-
-async def _body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
 
 
 def answer(body: bytes) -> tuple[int, bytes]:
@@ -61,7 +50,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         return
     if scope["method"] == "POST":
-        status, payload = answer(await _body(receive))
+        status, payload = answer(await read_body(receive))
     elif scope["path"] in ("/healthz", "/readyz"):
         status, payload = 200, b"ok"
     else:

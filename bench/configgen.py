@@ -159,7 +159,6 @@ class GeneratedPolicy:
     document: Mapping[str, Any]
     tenants: int
     rules: int
-    config: TenantgateConfig | None = None  # validated (the policy does not keep it)
 
     def namespaces(self) -> list[tuple[str, str]]:
         """(tenant, namespace) for every namespace of every tenant, in config order."""
@@ -174,7 +173,7 @@ def compile_generated(document: Mapping[str, Any]) -> GeneratedPolicy:
     """Validate and compile a generated config with the product's own models."""
     config = TenantgateConfig.model_validate(dict(document))
     policy = compile_policy(config)
-    return GeneratedPolicy(policy, document, len(policy.tenants), len(config.rules), config)
+    return GeneratedPolicy(policy, document, len(policy.tenants), len(config.rules))
 
 
 def generated_policy(

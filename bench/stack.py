@@ -20,7 +20,6 @@ from admission.reviews import decode_review, encode_response
 from admission.runtime import Runtime, Timings, tune_gc
 from admission.settings import Settings
 from bench.configgen import GeneratedPolicy
-from tenants.configfile import LoadedConfig
 from tenants.kube.connection import resolve_target
 from tenants.ledger import MemoryLedger
 from tenants.verdicts import Admitter, Verdict
@@ -35,17 +34,12 @@ def offline_runtime(
     clock: Callable[[], float] = time.time,
 ) -> Runtime:
     """The runtime ``tenantgate serve --offline`` would build for this policy (not started)."""
-    if generated.config is None:
-        raise ValueError("offline_runtime needs the generated config, not only its policy")
-    loaded = LoadedConfig(
-        file=f"<generated: {generated.tenants} tenants, {generated.rules} rules>",
-        config=generated.config,
-        policy=generated.policy,
-    )
+    source = f"<generated: {generated.tenants} tenants, {generated.rules} rules>"
     runtime = Runtime(
         Settings(cert_dir=cert_dir, offline=True),
-        loaded=loaded,
-        config_path=Path(loaded.file),
+        config_file=source,
+        policy=generated.policy,
+        config_path=Path(source),
         target=resolve_target(kubeconfig=None, offline=True, environ={}),
         connection=None,
         timings=Timings(),
