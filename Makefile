@@ -41,7 +41,7 @@ lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy admission tenants classifier certs tests bench
+	$(BIN)/mypy admission tenants classifier certs devapi tests bench
 
 contracts: install
 	$(BIN)/lint-imports

@@ -7,14 +7,14 @@ import logging
 import sys
 from pathlib import Path
 
-from admission.devapi.manifests import ManifestError
-from admission.devapi.server import (
+from devapi.manifests import ManifestError
+from devapi.server import (
     DEFAULT_BOOKMARK_INTERVAL,
     DEFAULT_WATCH_TIMEOUT,
     DevAPIServer,
     DevAPIServerError,
 )
-from admission.devapi.store import DEFAULT_HISTORY_SIZE
+from devapi.store import DEFAULT_HISTORY_SIZE
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tests.devapi.support import Api, TLSMaterial, WebhookServer, make_tls, new_client
 
 

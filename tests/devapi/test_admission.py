@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tests.devapi.support import (
     PLACEHOLDER_BUNDLE,
     POD_RULE,

@@ -8,7 +8,7 @@ import orjson
 import pytest
 from kubernetes import client
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tests.devapi.support import Api, pod, status_of, watch_events
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from admission.devapi import DevAPIServer
-from admission.devapi.manifests import ManifestError
+from devapi import DevAPIServer
+from devapi.manifests import ManifestError
 from tests.devapi.support import (
     Api,
     TLSMaterial,

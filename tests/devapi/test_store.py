@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tests.devapi.support import Api, pod, status_of
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tests.devapi.support import Api, pod, watch_events
 
 Event = dict[str, Any]

@@ -10,9 +10,9 @@ import pytest
 from kubernetes import client
 
 import certs
-from admission.devapi import DevAPIServer
 from admission.runtime import Timings
 from admission.settings import Settings
+from devapi import DevAPIServer
 from tests.integration.harness import (
     WEBHOOKS,
     RejectingWebhook,

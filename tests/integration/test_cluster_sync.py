@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from admission.devapi import DevAPIServer
 from classifier.quantities import Quantity
+from devapi import DevAPIServer
 from tenants.ledger import Charge
 from tests.integration.conftest import QUIET, StartTenantgate
 from tests.integration.harness import RejectingWebhook, Tenantgate, eventually, pod

@@ -40,9 +40,9 @@ from kubernetes import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
 import certs
-from admission.devapi import DevAPIServer
 from classifier.quantities import Quantity
 from classifier.resources import pod_requests
+from devapi import DevAPIServer
 from tenants.kube.ledgerstore import GROUP, PLURAL, VERSION
 from tenants.ledger import ledger_from_json
 from tests.integration.harness import WEBHOOKS, eventually, register_webhooks

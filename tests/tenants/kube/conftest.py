@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tenants.kube.connection import ClusterTarget, Connection
 
 

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tenants.controller import AmountInterner, pod_facts
 from tenants.kube.connection import ClusterTarget, Connection, decode_list, resolve_target
 from tenants.kube.errors import KubeConfigError, KubeGone, KubeUnavailable

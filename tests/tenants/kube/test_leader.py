@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry, generate_latest
 
-from admission.devapi import DevAPIServer
+from devapi import DevAPIServer
 from tenants.kube.leader import (
     JITTER_FACTOR,
     KubeLeaseClient,

@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry, generate_latest
 
-from admission.devapi import DevAPIServer
 from classifier.quantities import Quantity
+from devapi import DevAPIServer
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
 from tenants.kube.ledgerstore import (

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from admission.devapi import DevAPIServer
 from classifier.quantities import Quantity
+from devapi import DevAPIServer
 from tenants.configfile import load_text
 from tenants.controller import LedgerController
 from tenants.kube.backoff import BackoffPolicy

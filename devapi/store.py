@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from admission.devapi import errors
-from admission.devapi.resources import ResourceKey
-from classifier.types import JSONObject
+from devapi import errors
+from devapi.resources import ResourceKey
+from devapi.types import JSONObject
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from classifier.types import JSONObject
+from devapi.types import JSONObject
 
 OPTIMISTIC_LOCK_MESSAGE = (
     "the object has been modified; please apply your changes to the latest version and try again"

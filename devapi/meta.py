@@ -9,10 +9,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from admission.devapi import errors
-from admission.devapi.errors import FieldError
-from admission.devapi.selectors import SelectorError, validate_label_key, validate_label_value
-from classifier.types import JSONObject
+from devapi import errors
+from devapi.errors import FieldError
+from devapi.selectors import SelectorError, validate_label_key, validate_label_value
+from devapi.types import JSONObject
 
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

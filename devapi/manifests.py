@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from classifier.types import JSONObject
+from devapi.types import JSONObject
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from admission.devapi.errors import APIError
-from admission.devapi.store import Store
-from classifier.types import JSONObject
+from devapi.errors import APIError
+from devapi.store import Store
+from devapi.types import JSONObject
 
 logger = logging.getLogger(__name__)
 

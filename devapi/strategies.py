@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
-from admission.devapi import errors, meta, quantity
-from admission.devapi.errors import FieldError
-from admission.devapi.patching import (
+from classifier.quantities import Quantity, QuantityError
+from devapi import errors, meta
+from devapi.errors import FieldError
+from devapi.patching import (
     GENERIC_PATCH_META,
     NAMESPACE_PATCH_META,
     POD_PATCH_META,
     WEBHOOK_CONFIGURATION_PATCH_META,
     PatchMeta,
 )
-from admission.devapi.resources import (
+from devapi.resources import (
     CRDS,
     MUTATING_WEBHOOKS,
     NAMESPACES,
@@ -30,10 +30,15 @@ from admission.devapi.resources import (
     VALIDATING_WEBHOOKS,
     ResourceType,
 )
-from admission.devapi.store import clone
-from admission.devapi.webhooks import default_webhooks, validate_configuration
-from classifier.types import JSONObject
+from devapi.store import clone
+from devapi.types import JSONObject
+from devapi.webhooks import default_webhooks, validate_configuration
 
+# apimachinery/pkg/api/resource/quantity.go: ErrFormatWrong, the text a decoder reports for a
+# malformed quantity.
+QUANTITY_FORMAT_WRONG = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 POD_UPDATE_FORBIDDEN = (
     "pod updates may not change fields other than `spec.containers[*].image`,"
@@ -157,10 +162,10 @@ class PodStrategy(Strategy):
                     f"{path}: quantities must be strings or numbers"
                 )
             try:
-                quantity.parse(value)
-            except quantity.QuantityError as err:
+                Quantity.parse(value)
+            except QuantityError as err:
                 raise errors.bad_request(
-                    f'Pod in version "v1" cannot be handled as a Pod: {err}'
+                    f'Pod in version "v1" cannot be handled as a Pod: {QUANTITY_FORMAT_WRONG}'
                 ) from err
 
     def default(self, obj: JSONObject) -> None:
@@ -289,7 +294,7 @@ def _validate_container(container: JSONObject, path: str, seen: set[str]) -> lis
     limits = _obj(resources.get("limits"))
     for kind, values in (("requests", requests), ("limits", limits)):
         for resource, value in sorted(values.items()):
-            if quantity.parse(value) < 0:
+            if Quantity.parse(value).sign() < 0:
                 problems.append(
                     errors.invalid(
                         f"{path}.resources.{kind}[{resource}]",
@@ -298,7 +303,7 @@ def _validate_container(container: JSONObject, path: str, seen: set[str]) -> lis
                     )
                 )
     for resource, value in sorted(requests.items()):
-        if resource in limits and quantity.parse(value) > quantity.parse(limits[resource]):
+        if resource in limits and Quantity.parse(value) > Quantity.parse(limits[resource]):
             problems.append(
                 errors.invalid(
                     f"{path}.resources.requests",
@@ -312,20 +317,20 @@ def _validate_container(container: JSONObject, path: str, seen: set[str]) -> lis
 def qos_class(pod: JSONObject) -> str:
     """The pod's QoS class, computed as the real server does when it stores a pod."""
     spec = _obj(pod.get("spec"))
-    requests: dict[str, Fraction] = {}
-    limits: dict[str, Fraction] = {}
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
     guaranteed = True
     containers = [*_objects(spec.get("containers")), *_objects(spec.get("initContainers"))]
     for container in containers:
         resources = _obj(container.get("resources"))
         container_limits: set[str] = set()
         for name, value in _obj(resources.get("requests")).items():
-            if name in ("cpu", "memory") and quantity.parse(value) != 0:
-                requests[name] = requests.get(name, Fraction(0)) + quantity.parse(value)
+            if name in ("cpu", "memory") and not Quantity.parse(value).is_zero():
+                requests[name] = requests.get(name, Quantity.zero()) + Quantity.parse(value)
         for name, value in _obj(resources.get("limits")).items():
-            if name in ("cpu", "memory") and quantity.parse(value) != 0:
+            if name in ("cpu", "memory") and not Quantity.parse(value).is_zero():
                 container_limits.add(name)
-                limits[name] = limits.get(name, Fraction(0)) + quantity.parse(value)
+                limits[name] = limits.get(name, Quantity.zero()) + Quantity.parse(value)
         if container_limits != {"cpu", "memory"}:
             guaranteed = False
     if not requests and not limits:

@@ -9,7 +9,7 @@ the real API server does. Tests use :class:`DevAPIServer`; operators use the CLI
 
 from __future__ import annotations
 
-from admission.devapi.faults import Faults
-from admission.devapi.server import DevAPIServer
+from devapi.faults import Faults
+from devapi.server import DevAPIServer
 
 __all__ = ["DevAPIServer", "Faults"]

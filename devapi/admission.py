@@ -20,12 +20,12 @@ from typing import Any
 
 import jsonpatch
 
-from admission.devapi import errors
-from admission.devapi.caller import CallError, WebhookCaller, new_request_uid
-from admission.devapi.errors import APIError
-from admission.devapi.store import clone
-from admission.devapi.webhooks import Invocation, RequestAttributes, Webhook, should_call
-from classifier.types import JSONObject
+from devapi import errors
+from devapi.caller import CallError, WebhookCaller, new_request_uid
+from devapi.errors import APIError
+from devapi.store import clone
+from devapi.types import JSONObject
+from devapi.webhooks import Invocation, RequestAttributes, Webhook, should_call
 
 logger = logging.getLogger(__name__)
 

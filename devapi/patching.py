@@ -13,8 +13,8 @@ from typing import Any, cast
 
 import jsonpatch
 
-from admission.devapi.errors import APIError, bad_request
-from classifier.types import JSON, JSONObject
+from devapi.errors import APIError, bad_request
+from devapi.types import JSON, JSONObject
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from admission.devapi.store import ADDED, DELETED, MODIFIED, Event, Subscription, clone
-from classifier.types import JSONObject
+from devapi.store import ADDED, DELETED, MODIFIED, Event, Subscription, clone
+from devapi.types import JSONObject
 
 logger = logging.getLogger(__name__)
 

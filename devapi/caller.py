@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from admission.devapi.webhooks import Webhook
-from classifier.types import JSONObject
+from devapi.types import JSONObject
+from devapi.webhooks import Webhook
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 All wiring is in :func:`create_app`. Kubernetes API paths are parsed into a resource, a
 namespace, a name and a subresource, checked against the armed faults, and handed to the
-:class:`~admission.devapi.registry.Registry`. Errors become ``Status`` bodies; admission
+:class:`~devapi.registry.Registry`. Errors become ``Status`` bodies; admission
 warnings become ``Warning: 299 - "..."`` headers, which ``kubectl`` prints.
 """
 
@@ -23,16 +23,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from admission.devapi import discovery, errors, tables
-from admission.devapi.admission import UserInfo
-from admission.devapi.errors import APIError
-from admission.devapi.faults import Faults, RequestInfo
-from admission.devapi.patching import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
-from admission.devapi.registry import DeleteOptions, ListOptions, Registry, RequestContext
-from admission.devapi.resources import ResourceCatalog, ResourceType
-from admission.devapi.selectors import SelectorError, parse_field_selector, parse_label_selector
-from admission.devapi.watch import ERROR, StreamingBody, WatchOptions, event_line
-from classifier.types import JSONObject
+from devapi import discovery, errors, tables
+from devapi.admission import UserInfo
+from devapi.errors import APIError
+from devapi.faults import Faults, RequestInfo
+from devapi.patching import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from devapi.registry import DeleteOptions, ListOptions, Registry, RequestContext
+from devapi.resources import ResourceCatalog, ResourceType
+from devapi.selectors import SelectorError, parse_field_selector, parse_label_selector
+from devapi.types import JSONObject
+from devapi.watch import ERROR, StreamingBody, WatchOptions, event_line
 
 logger = logging.getLogger(__name__)
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from admission.devapi import errors
-from admission.devapi.errors import FieldError
-from admission.devapi.selectors import (
+from devapi import errors
+from devapi.errors import FieldError
+from devapi.selectors import (
     EVERYTHING,
     LabelSelector,
     SelectorError,
     label_selector_from_object,
 )
-from classifier.types import JSONObject
+from devapi.types import JSONObject
 
 logger = logging.getLogger(__name__)
 

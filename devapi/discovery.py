@@ -14,13 +14,13 @@ import platform
 
 import orjson
 
-from admission.devapi.resources import (
+from devapi.resources import (
     SUBRESOURCE_KINDS,
     SUBRESOURCE_VERBS,
     ResourceCatalog,
     ResourceType,
 )
-from classifier.types import JSONObject
+from devapi.types import JSONObject
 
 KUBERNETES_MAJOR = "1"
 KUBERNETES_MINOR = "33"

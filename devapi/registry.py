@@ -20,16 +20,16 @@ from typing import Any
 
 import orjson
 
-from admission.devapi import errors, meta
-from admission.devapi.admission import AdmissionChain, AdmissionRequest, UserInfo
-from admission.devapi.errors import APIError
-from admission.devapi.intree import (
+from devapi import errors, meta
+from devapi.admission import AdmissionChain, AdmissionRequest, UserInfo
+from devapi.errors import APIError
+from devapi.intree import (
     PodAdmission,
     admit_default_tolerations,
     admit_priority,
 )
-from admission.devapi.patching import apply_patch
-from admission.devapi.resources import (
+from devapi.patching import apply_patch
+from devapi.resources import (
     CRDS,
     MUTATING_WEBHOOKS,
     NAMESPACES,
@@ -44,12 +44,12 @@ from admission.devapi.resources import (
     ResourceType,
     by_priority,
 )
-from admission.devapi.selectors import FieldSelector, LabelSelector
-from admission.devapi.store import Store, clone, resource_version
-from admission.devapi.strategies import Strategy, resized_pod, strategy_for
-from admission.devapi.watch import WatchOptions, WatchStream
-from admission.devapi.webhooks import Webhook, parse_configuration
-from classifier.types import JSONObject
+from devapi.selectors import FieldSelector, LabelSelector
+from devapi.store import Store, clone, resource_version
+from devapi.strategies import Strategy, resized_pod, strategy_for
+from devapi.types import JSONObject
+from devapi.watch import WatchOptions, WatchStream
+from devapi.webhooks import Webhook, parse_configuration
 
 logger = logging.getLogger(__name__)
 

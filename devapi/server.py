@@ -23,20 +23,20 @@ from types import TracebackType
 
 import uvicorn
 
-from admission.devapi import kubeconfig
-from admission.devapi.admission import AdmissionChain, UserInfo
-from admission.devapi.app import DEFAULT_USER, AppConfig, create_app
-from admission.devapi.caller import WebhookCaller
-from admission.devapi.errors import APIError
-from admission.devapi.faults import Faults
-from admission.devapi.manifests import ManifestError, read_documents
-from admission.devapi.registry import Registry
-from admission.devapi.resources import ResourceCatalog
-from admission.devapi.store import DEFAULT_HISTORY_SIZE, Store
-from admission.devapi.strategies import SYSTEM_PRIORITY_CLASSES
 from certs.files import certificates_pem, private_key_pem
 from certs.issuing import LOCAL_IPS, issue_ca, issue_serving
-from classifier.types import JSONObject
+from devapi import kubeconfig
+from devapi.admission import AdmissionChain, UserInfo
+from devapi.app import DEFAULT_USER, AppConfig, create_app
+from devapi.caller import WebhookCaller
+from devapi.errors import APIError
+from devapi.faults import Faults
+from devapi.manifests import ManifestError, read_documents
+from devapi.registry import Registry
+from devapi.resources import ResourceCatalog
+from devapi.store import DEFAULT_HISTORY_SIZE, Store
+from devapi.strategies import SYSTEM_PRIORITY_CLASSES
+from devapi.types import JSONObject
 
 logger = logging.getLogger(__name__)
 

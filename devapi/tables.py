@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from admission.devapi import meta
-from admission.devapi.resources import (
+from devapi import meta
+from devapi.resources import (
     CRDS,
     LEASES,
     MUTATING_WEBHOOKS,
@@ -19,7 +19,7 @@ from admission.devapi.resources import (
     VALIDATING_WEBHOOKS,
     ResourceType,
 )
-from classifier.types import JSONObject
+from devapi.types import JSONObject
 
 Cell = Callable[[JSONObject], Any]
 _NAME = {
