@@ -56,6 +56,9 @@ T = TypeVar("T")
 TENANT_LABEL: Final = "tenantgate.io/tenant"
 TIER_LABEL: Final = "tenantgate.io/tier"
 RESERVATION_ANNOTATION: Final = "tenantgate.io/reservation"
+# The scheduling gate a queued pod waits behind, and the tier label it carries meanwhile.
+QUOTA_GATE: Final = "tenantgate.io/quota"
+QUEUED_TIER: Final = "queued"
 
 _MISSING: Final = object()
 _DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -190,6 +193,39 @@ class ContainerDefaultsSpec(_Model):
         return _resource_names(value)
 
 
+class AgingSpec(_Model):
+    """Every ``intervalSeconds`` a pod waits adds ``step`` to its effective priority, up to
+    ``maxBoost``: low classes cannot starve."""
+
+    intervalSeconds: int = Field(default=60, gt=0, description="seconds waited per aging step")
+    step: int = Field(default=100, ge=0, description="priority added per interval waited")
+    maxBoost: int = Field(
+        default=1000,
+        ge=0,
+        description="the largest boost; a pod that reached it is no longer bypassed",
+    )
+
+
+class QueueSpec(_Model):
+    """How over-quota pods of a tenant in ``overQuota: queue`` wait."""
+
+    tier: Literal["guaranteed", "burst"] = Field(
+        default="guaranteed",
+        description="the room a queued pod waits for; it gets that tier's priority class",
+    )
+    maxPending: int = Field(
+        default=1000, ge=1, description="pods that may wait at once; beyond it pods are rejected"
+    )
+    ordering: Literal["BestEffortFIFO", "StrictFIFO"] = Field(
+        default="BestEffortFIFO",
+        description="BestEffortFIFO: a head that does not fit is skipped for smaller pods "
+        "behind it; StrictFIFO: pods behind it wait",
+    )
+    aging: AgingSpec | None = Field(
+        default=None, description="effective priority grows with the time waited; none when unset"
+    )
+
+
 class TenantSpec(_Model):
     """A named group of namespaces sharing one quota."""
 
@@ -200,6 +236,9 @@ class TenantSpec(_Model):
     priorityClasses: TenantPriorityClassesSpec = Field(default_factory=TenantPriorityClassesSpec)
     profiles: TenantProfilesSpec = Field(default_factory=TenantProfilesSpec)
     overQuota: Literal["reject", "queue"] = "reject"
+    queue: QueueSpec | None = Field(
+        default=None, description="how pods wait with overQuota: queue (defaults when unset)"
+    )
     containerDefaults: ContainerDefaultsSpec | None = None
 
     @field_validator("namespaces")
@@ -214,12 +253,11 @@ class TenantSpec(_Model):
             seen.add(name)
         return value
 
-    @field_validator("overQuota")
-    @classmethod
-    def _over_quota(cls, value: str) -> str:
-        if value == "queue":
-            raise ValueError("queue is not supported yet; use reject")
-        return value
+    @model_validator(mode="after")
+    def _queue_needs_queue_mode(self) -> Self:
+        if self.queue is not None and self.overQuota != "queue":
+            raise ValueError("queue is set but overQuota is reject; set overQuota: queue")
+        return self
 
 
 class LedgerSpec(_Model):
@@ -301,6 +339,48 @@ class NamespaceSelector:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """A tenant's queue mode, compiled: see :class:`QueueSpec`.
+
+    ``aging_interval`` is 0 when aging is off; ``max_boost`` then never applies.
+    """
+
+    tier: Literal["guaranteed", "burst"] = "guaranteed"
+    max_pending: int = 1000
+    ordering: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
+    aging_interval: float = 0.0
+    aging_step: int = 0
+    max_boost: int = 0
+
+    @classmethod
+    def from_spec(cls, spec: QueueSpec) -> QueuePolicy:
+        aging = spec.aging
+        return cls(
+            tier=spec.tier,
+            max_pending=spec.maxPending,
+            ordering=spec.ordering,
+            aging_interval=float(aging.intervalSeconds) if aging is not None else 0.0,
+            aging_step=aging.step if aging is not None else 0,
+            max_boost=aging.maxBoost if aging is not None else 0,
+        )
+
+    @property
+    def aging(self) -> bool:
+        return self.aging_interval > 0 and self.aging_step > 0
+
+    def boost(self, waited: float) -> int:
+        """The priority added after ``waited`` seconds: ``step`` per whole interval, capped."""
+        if not self.aging or waited <= 0:
+            return 0
+        return min(self.max_boost, self.aging_step * int(waited // self.aging_interval))
+
+    def at_max_boost(self, waited: float) -> bool:
+        """Whether a pod that waited ``waited`` seconds has reached ``max_boost`` (never
+        bypassed any more under BestEffortFIFO)."""
+        return self.aging and self.boost(waited) >= self.max_boost
+
+
+@dataclass(frozen=True, slots=True)
 class TenantPolicy:
     """One tenant, compiled: what the admission path reads for a pod of this tenant."""
 
@@ -313,6 +393,13 @@ class TenantPolicy:
     allowed_profiles: frozenset[str] | None
     classifier: Classifier
     container_defaults: Mapping[str, Quantity]
+    queue: QueuePolicy | None = None  # None: over-quota pods are rejected
+
+    def queue_class(self, burst_class: str) -> str:
+        """The class a queued pod gets when it asks for none: its queue tier's."""
+        if self.queue is not None and self.queue.tier == "burst":
+            return burst_class
+        return self.guaranteed_class
 
 
 @dataclass(frozen=True, slots=True)
@@ -580,6 +667,11 @@ def compile_policy(config: TenantgateConfig) -> Policy:
             allowed_profiles=shared(profiles_allowed, profiles_allowed),
             classifier=classifier,
             container_defaults=shared(("defaults", _amounts_key(defaults)), dict(defaults)),
+            queue=(
+                shared(("queue", spec.queue), QueuePolicy.from_spec(spec.queue or QueueSpec()))
+                if spec.overQuota == "queue"
+                else None
+            ),
         )
         tenants[name] = tenant
         for namespace in spec.namespaces:

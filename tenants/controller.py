@@ -36,17 +36,25 @@ import orjson
 from classifier import podview
 from classifier.quantities import Quantity, QuantityFormat
 from classifier.resources import PodResourceError, pod_requests
-from tenants.config import RESERVATION_ANNOTATION, TIER_LABEL, Policy
+from tenants.config import RESERVATION_ANNOTATION, TIER_LABEL, Policy, QueuePolicy
 from tenants.ledger import (
     Charge,
+    Queued,
     Reservation,
     TenantLedger,
     Tier,
     cancel,
     confirm,
+    dequeue,
     expire,
+    expire_queued,
+    queued_entry_for,
+    queued_id_for,
     release,
+    settle_queued,
 )
+from tenants.queuebook import QueueBook
+from tenants.queueing import has_gate
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +76,11 @@ class PodFacts:
     like the ResourceQuota evaluator, a pod stuck terminating past it (a lost node) is no
     longer charged. ``invalid`` says why the request could not be computed (it then counts as
     one pod and nothing else).
+
+    ``gated``: the pod waits behind tenantgate's scheduling gate. It holds no quota (it is
+    queued), and ``priority`` and ``created_at`` (read only for such pods) place it in line.
+    ``unschedulable_since`` is when the scheduler last found no node for it (its
+    ``PodScheduled=False/Unschedulable`` condition), for pods the queue released.
     """
 
     uid: str
@@ -81,10 +94,14 @@ class PodFacts:
     terminal: bool = False
     release_at: float | None = None
     invalid: str | None = None
+    gated: bool = False
+    priority: int = 0
+    created_at: float = 0.0
+    unschedulable_since: float | None = None
 
     def counted(self, now: float) -> bool:
-        """Whether the pod holds quota at ``now``."""
-        if self.terminal:
+        """Whether the pod holds quota at ``now`` (a gated pod is queued, not charged)."""
+        if self.terminal or self.gated:
             return False
         return self.release_at is None or now <= self.release_at
 
@@ -228,6 +245,9 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
     grace = meta.get("deletionGracePeriodSeconds")
     if deleted_at is not None and isinstance(grace, int) and not isinstance(grace, bool):
         release_at = deleted_at + grace
+    spec = podview.spec(pod)
+    gated = has_gate(spec)
+    priority = spec.get("priority") if gated else 0
     return PodFacts(
         uid=uid,
         namespace=sys.intern(namespace),
@@ -240,7 +260,23 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
         terminal=podview.phase(pod) in TERMINAL_PHASES,
         release_at=release_at,
         invalid=invalid,
+        gated=gated,
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        created_at=(_timestamp(meta.get("creationTimestamp")) or 0.0) if gated else 0.0,
+        unschedulable_since=(
+            _unschedulable_since(pod) if tier_label is not None and not gated else None
+        ),
     )
+
+
+def _unschedulable_since(pod: Mapping[str, Any]) -> float | None:
+    conditions = podview.obj(pod.get("status")).get("conditions")
+    for condition in podview.objects(conditions):
+        if condition.get("type") == "PodScheduled":
+            if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
+                return _timestamp(condition.get("lastTransitionTime"))
+            return None
+    return None
 
 
 # --------------------------------------------------------------------------- ledger changes
@@ -315,9 +351,14 @@ def _sum(
 
 
 def build_ledger(
-    tenant: str, *, charges: Mapping[str, Charge], reservations: Mapping[str, Reservation]
+    tenant: str,
+    *,
+    charges: Mapping[str, Charge],
+    reservations: Mapping[str, Reservation],
+    queued: Mapping[str, Queued] | None = None,
 ) -> TenantLedger:
-    """A ledger whose usage is exactly its charges plus its reservations."""
+    """A ledger whose usage is exactly its charges plus its reservations (queued entries are
+    not usage)."""
     guaranteed, burst = _sum(
         [(c.tier, c.amount) for c in charges.values()]
         + [(r.tier, r.amount) for r in reservations.values()]
@@ -328,7 +369,27 @@ def build_ledger(
         burst=burst,
         reservations=reservations.values(),
         charges=charges,
+        queued=(queued or {}).values(),
     )
+
+
+def _settled(entry: Queued | None, facts: PodFacts) -> Queued:
+    """The queued entry a stored gated pod holds: the one booked for it (its place kept), or
+    one recorded from the pod."""
+    if entry is not None:
+        return Queued(entry.id, entry.priority, entry.queued_at, None, facts.uid)
+    return Queued(
+        facts.reservation or queued_id_for(facts.uid),
+        facts.priority,
+        facts.created_at,
+        None,
+        facts.uid,
+    )
+
+
+def _queued_here(facts: PodFacts, now: float) -> bool:
+    """Whether a pod waits in its tenant's queue: gated, not finished, not being deleted."""
+    return facts.gated and not facts.terminal and facts.release_at is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,9 +473,15 @@ class _Tally:
     present: int = 0
     missing: int = 0
     differing: int = 0
+    queued: int = 0  # gated pods waiting
+    queued_present: int = 0  # ... whose settled entry the ledger holds
 
     def differs_from(self, ledger: TenantLedger) -> bool:
         if self.missing or self.differing or self.held:
+            return True
+        if self.queued_present != self.queued or self.queued != sum(
+            1 for entry in ledger.queued.values() if entry.expires_at is None
+        ):
             return True
         if len(ledger.charges) != self.present:
             return True
@@ -507,6 +574,11 @@ def _differing(
                 held = named if named is not None and named.pod_uid is None else None
             if held is not None:
                 tally.held.add(held.id)
+        if _queued_here(facts, now):
+            tally.queued += 1
+            entry = queued_entry_for(ledger, entry_id=facts.reservation, pod_uid=uid)
+            if entry is not None and entry.expires_at is None and entry.pod_uid == uid:
+                tally.queued_present += 1
         if not counted:
             continue
         tier = facts.tier(burst_class)
@@ -529,7 +601,7 @@ def _differing(
         if tally.differs_from(ledgers.get(tenant) or empty[tenant])
     }
     for tenant, ledger in ledgers.items():
-        if tenant not in tallies and (ledger.charges or ledger.reservations):
+        if tenant not in tallies and (ledger.charges or ledger.reservations or ledger.queued):
             wrong.add(tenant)  # no longer configured, yet still holds usage
     return wrong
 
@@ -592,6 +664,7 @@ class LedgerController:
         self._terminating: dict[str, float] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self.stats = ControllerStats()
+        self.queues = QueueBook()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -619,6 +692,10 @@ class LedgerController:
 
     def apply_pod(self, facts: PodFacts, *, now: float) -> None:
         """A pod was added or modified (watch ADDED/MODIFIED)."""
+        self._apply_charge(facts, now=now)
+        self._apply_queue(facts, now=now)
+
+    def _apply_charge(self, facts: PodFacts, *, now: float) -> None:
         uid = facts.uid
         counted = facts.counted(now)
         tenant = self.tenant_of(facts.namespace) if counted else None
@@ -650,6 +727,7 @@ class LedgerController:
         """A pod was deleted (watch DELETED, or missing from a relist)."""
         known = self._pods.pop(facts.uid, None)
         self._terminating.pop(facts.uid, None)
+        self._leave_queue(facts.uid, known or facts)
         if known is None:
             self._release_untracked(facts)
             return
@@ -722,6 +800,8 @@ class LedgerController:
         for tenant in old.tenants:
             if tenant not in policy.tenants:
                 self._put(tenant, TenantLedger(tenant))
+        for tenant in list(self.queues.queues):
+            self.queues.room_changed(tenant)  # other quotas, classes or queue settings
 
     # -- periodic ------------------------------------------------------------------------
 
@@ -743,6 +823,24 @@ class LedgerController:
                     reservation.tier,
                     extra={"tenant": tenant, "reservation": reservation.id},
                 )
+        for tenant, ledger in self._store.snapshot().items():
+            if not any(
+                e.expires_at is not None and e.expires_at <= now for e in ledger.queued.values()
+            ):
+                continue
+            lapsed = self._store.update(tenant, lambda current: expire_queued(current, now=now))
+            for entry in lapsed:
+                logger.info(
+                    "queued entry %s of tenant %s lapsed: its pod was never seen stored",
+                    entry.id,
+                    tenant,
+                    extra={"tenant": tenant, "reservation": entry.id},
+                )
+        for tenant, _ in expired:
+            self.queues.room_changed(tenant)
+        for tenant in list(self.queues.queues):
+            if self.queue_policy(tenant).aging:
+                self.queues.room_changed(tenant)  # an aging step may have passed
         released = 0
         for uid, release_at in list(self._terminating.items()):
             if release_at < now:
@@ -840,6 +938,7 @@ class LedgerController:
         self._pods = listed
         self._by_namespace = {}
         self._terminating = {}
+        self.queues.clear()
         for uid, facts in listed.items():
             self._by_namespace.setdefault(facts.namespace, {})[uid] = None
             if facts.release_at is not None and facts.counted(now):
@@ -849,6 +948,11 @@ class LedgerController:
         for name in set(truth) | set(snapshot):
             self._put(name, truth.get(name, TenantLedger(name)))
         self._assign(assigned)
+        for facts in listed.values():
+            if _queued_here(facts, now):
+                tenant = self.tenant_of(facts.namespace)
+                if tenant is not None:
+                    self.queues.observe(facts, tenant, listed=True)
         unadmitted: dict[str, list[str]] = {}
         for uid, owner in assigned.items():
             if owner is not None:
@@ -909,6 +1013,18 @@ class LedgerController:
                 if reservation.pod_uid is not None:
                     bound[(name, reservation.pod_uid)] = reservation.id
         charges: dict[str, dict[str, Charge]] = {name: {} for name in built}
+        queued: dict[str, dict[str, Queued]] = {name: {} for name in built}
+        # Entries not settled yet (pods in admission): kept until their pod is seen or expiry.
+        open_queued: dict[str, dict[str, Queued]] = {
+            name: {
+                entry.id: entry
+                for entry in snapshot[name].queued.values()
+                if entry.expires_at is not None and entry.expires_at > now
+            }
+            if name in snapshot
+            else {}
+            for name in built
+        }
         assigned: dict[str, str | None] = {}
         tenant_cache: dict[str, str | None] = {}
         for uid, facts in self._pods.items():
@@ -931,6 +1047,16 @@ class LedgerController:
                     consumed = named.id
             if consumed is not None:
                 reservations.pop(consumed, None)
+            if _queued_here(facts, now):
+                stored = snapshot.get(tenant)
+                entry = (
+                    queued_entry_for(stored, entry_id=facts.reservation, pod_uid=uid)
+                    if stored is not None
+                    else None
+                )
+                settled = _settled(entry, facts)
+                open_queued[tenant].pop(settled.id, None)
+                queued[tenant][settled.id] = settled
             if counted:
                 tier = facts.tier(burst_class)
                 key = (tier, id(facts.amount))
@@ -940,7 +1066,10 @@ class LedgerController:
                 charges[tenant][uid] = charge
         truth = {
             tenant: build_ledger(
-                tenant, charges=charges[tenant], reservations=open_reservations[tenant]
+                tenant,
+                charges=charges[tenant],
+                reservations=open_reservations[tenant],
+                queued={**open_queued[tenant], **queued[tenant]},
             )
             for tenant in built
         }
@@ -998,6 +1127,7 @@ class LedgerController:
         """Free the pod's usage in ``tenant``'s ledger (the caller updates the index)."""
         charge = self._store.update(tenant, lambda ledger: release_pod(ledger, facts))
         self.stats.count(self.stats.released, reason)
+        self.queues.room_changed(tenant)
         logger.debug("pod %s released from tenant %s (%s)", facts.key, tenant, reason)
         return charge
 
@@ -1015,6 +1145,8 @@ class LedgerController:
             facts = self._pods.get(uid)
             if facts is None:
                 continue
+            if facts.gated:
+                self._apply_queue(facts, now=now)
             tenant = self.tenant_of(facts.namespace) if facts.counted(now) else None
             members = self._by_namespace[facts.namespace]
             charged = members[uid]
@@ -1027,6 +1159,49 @@ class LedgerController:
             if tenant is not None:
                 self._charge(facts, tenant, carry=carry)
                 self.stats.moved += 1
+
+    def queue_policy(self, tenant: str) -> QueuePolicy:
+        """The tenant's queue settings (the defaults once it no longer queues: the pods
+        already waiting are released as room frees)."""
+        known = self._policy.tenants.get(tenant)
+        return known.queue if known is not None and known.queue is not None else QueuePolicy()
+
+    def _apply_queue(self, facts: PodFacts, *, now: float) -> None:
+        """Keep the pod's place in its tenant's queue, and its settled entry in the ledger."""
+        tenant = self.tenant_of(facts.namespace) if _queued_here(facts, now) else None
+        if tenant is None:
+            self._leave_queue(facts.uid, facts)
+            return
+        before = self.queues.tenant_of(facts.uid)
+        if before is not None and before != tenant:
+            self._leave_queue(facts.uid, facts)
+        held = queued_entry_for(
+            self._store.get(tenant), entry_id=facts.reservation, pod_uid=facts.uid
+        )
+        if held is None or held.expires_at is not None or held.pod_uid != facts.uid:
+            self._store.update(
+                tenant,
+                lambda ledger: (
+                    settle_queued(
+                        ledger,
+                        entry_id=facts.reservation or queued_id_for(facts.uid),
+                        pod_uid=facts.uid,
+                        priority=facts.priority,
+                        queued_at=facts.created_at,
+                    ),
+                    None,
+                ),
+            )
+        self.queues.observe(facts, tenant)
+
+    def _leave_queue(self, uid: str, facts: PodFacts) -> None:
+        """The pod no longer waits (released, ungated, finished or deleted): drop its entry."""
+        tenant = self.queues.forget(uid)
+        if tenant is None:
+            return
+        held = queued_entry_for(self._store.get(tenant), entry_id=facts.reservation, pod_uid=uid)
+        if held is not None and held.pod_uid == uid:
+            self._store.update(tenant, lambda ledger: (dequeue(ledger, entry_id=held.id), None))
 
     def _track_termination(self, facts: PodFacts, *, counted: bool) -> None:
         if counted and facts.release_at is not None:

@@ -30,13 +30,17 @@ from classifier.quantities import Quantity, format_list
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
 from tenants.config import (
+    QUEUED_TIER,
+    QUOTA_GATE,
     RESERVATION_ANNOTATION,
     TENANT_LABEL,
     TIER_LABEL,
     Policy,
     TenantPolicy,
 )
+from tenants.gate import book_ungated_create, confirm_gated_create, gate_removal_denial
 from tenants.ledger import (
+    TIERS,
     LedgerStore,
     LedgerUnavailable,
     TenantLedger,
@@ -45,6 +49,18 @@ from tenants.ledger import (
     cancel,
     resize,
     top_up,
+)
+from tenants.queueing import (
+    QueueAnswer,
+    add_gate,
+    full_message,
+    has_gate,
+    never_fits,
+    queue_pod,
+    queued_warning,
+    remove_gate,
+    requeue_base,
+    waits_ahead,
 )
 from tenants.quota import (
     Decision,
@@ -62,6 +78,8 @@ NamespaceLabels = Callable[[str], Mapping[str, str] | None]
 
 _RESERVATION_ID_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _MANAGED_LABELS: Final = (TENANT_LABEL, TIER_LABEL)
+# Who may remove tenantgate's scheduling gate: the Deployment's service account by default.
+DEFAULT_GATE_OWNER: Final = "system:serviceaccount:tenantgate-system:tenantgate"
 # A denial the client should simply retry (the admission chain changed under us). Conflict is
 # what Kubernetes answers to optimistic-concurrency failures, and what clients retry.
 _RETRY_CODE: Final = 409
@@ -136,6 +154,62 @@ def book_for_mutate(
         base, reservation_id=reservation_id, tier=decision.tier, amount=request, now=now, ttl=ttl
     )
     return after, Booking(decision, reservation_id, after)
+
+
+def book_or_queue(
+    ledger: TenantLedger,
+    *,
+    tenant: TenantPolicy,
+    request: Mapping[str, Quantity],
+    existing_id: str | None,
+    derived_id: str,
+    now: float,
+    ttl: float,
+    priority: int,
+    can_queue: bool,
+) -> tuple[TenantLedger, tuple[Booking, QueueAnswer | None]]:
+    """:func:`book_for_mutate`, or, for a tenant in queue mode, the pod queued instead.
+
+    A pod is queued when it does not fit (and could fit an empty room), or when it fits the
+    queue's tier but pods wait ahead of it there (see :mod:`tenants.queueing`). The entry takes
+    the reservation's id, so the pod's annotation names either.
+    """
+    base = requeue_base(ledger, existing_id) if can_queue else ledger
+    after, booking = book_for_mutate(
+        base,
+        tenant=tenant,
+        request=request,
+        existing_id=existing_id,
+        derived_id=derived_id,
+        now=now,
+        ttl=ttl,
+    )
+    if not can_queue:
+        return after, (booking, None)
+    decision = booking.decision
+    if decision.tier is not None:
+        if not waits_ahead(base, tenant=tenant, decision=decision, priority=priority, now=now):
+            return after, (booking, None)
+        before = cancel(after, reservation_id=booking.reservation_id)
+    elif never_fits(tenant, request) is not None:
+        return after, (booking, None)
+    else:
+        before = after
+    entry_id = booking.reservation_id
+    attempt = 1
+    while entry_id in before.queued:
+        attempt += 1
+        entry_id = f"{booking.reservation_id}-q{attempt}"
+    queued, answer = queue_pod(
+        before,
+        tenant=tenant,
+        amount=request,
+        priority=priority,
+        entry_id=entry_id,
+        now=now,
+        ttl=ttl,
+    )
+    return queued, (booking, answer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,10 +502,12 @@ class PolicyAdmitter:
         ledger: LedgerStore,
         *,
         namespace_labels: NamespaceLabels | None = None,
+        gate_owner: str = DEFAULT_GATE_OWNER,
     ) -> None:
         self._policy = policy
         self._ledger = ledger
         self._namespace_labels = namespace_labels
+        self.gate_owner = gate_owner
 
     @property
     def policy(self) -> Policy:
@@ -533,10 +609,17 @@ class PolicyAdmitter:
         existing = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
         if existing is not None and not _RESERVATION_ID_RE.match(existing):
             existing = None
+        queue = tenant.queue
+        node_name = podview.string(original_spec.get("nodeName"))
+        # A pod bound to a node cannot carry a scheduling gate (ValidatePodCreate in
+        # pkg/apis/core/validation/validation.go): it is never queued.
+        can_queue = queue is not None and not node_name
+        queue_class = self._queue_class(policy, tenant, asked, mutated) if can_queue else ""
+        priority = policy.priority_classes[queue_class].value if can_queue else 0
         # LedgerUnavailable propagates: the call fails and the failurePolicy decides.
-        booking = await self._ledger.transact(
+        booking, answer = await self._ledger.transact(
             tenant.name,
-            lambda ledger: book_for_mutate(
+            lambda ledger: book_or_queue(
                 ledger,
                 tenant=tenant,
                 request=amount,
@@ -544,12 +627,29 @@ class PolicyAdmitter:
                 derived_id=reservation_id_for(request.uid),
                 now=now,
                 ttl=policy.reservation_ttl,
+                priority=priority,
+                can_queue=can_queue,
             ),
             commit=not request.dry_run,
         )
+        if answer is not None:
+            return self._queued(
+                tenant, booking, answer, mutated, queue_class, warnings, classification.profile
+            )
         tier = booking.decision.tier
         if tier is None:
-            return Verdict.deny(denial_message(tenant.name, booking.decision))
+            message = denial_message(tenant.name, booking.decision)
+            if queue is not None:
+                reason = (
+                    "a pod with spec.nodeName cannot wait behind a scheduling gate"
+                    if node_name
+                    else never_fits(tenant, amount)
+                )
+                if reason is not None:
+                    message += f"; {reason}"
+            return Verdict.deny(message)
+        # A re-invoked webhook, or a user, may have gated the pod: it is admitted, so it runs.
+        remove_gate(mutated)
 
         if tier == "burst":
             class_name = policy.burst_class
@@ -559,13 +659,7 @@ class PolicyAdmitter:
                     "the pod runs on burst capacity"
                 )
         else:
-            planned = podview.string(podview.spec(mutated).get("priorityClassName"))
-            if asked is not None:
-                class_name = asked
-            elif planned and planned != policy.burst_class and planned in tenant.allowed_classes:
-                class_name = planned
-            else:
-                class_name = tenant.guaranteed_class
+            class_name = self._guaranteed_class(policy, tenant, asked, mutated)
         set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
         _set_managed_metadata(
             mutated, tenant=tenant.name, tier=tier, reservation_id=booking.reservation_id
@@ -580,6 +674,65 @@ class PolicyAdmitter:
                 "tier": tier,
                 "profile": classification.profile,
                 "reservation": booking.reservation_id,
+            },
+        )
+
+    @staticmethod
+    def _guaranteed_class(
+        policy: Policy, tenant: TenantPolicy, asked: str | None, mutated: Mapping[str, Any]
+    ) -> str:
+        """The class of a guaranteed-tier pod: the one it asked for, else its profile's, else
+        the tenant's guaranteed class."""
+        planned = podview.string(podview.spec(mutated).get("priorityClassName"))
+        if asked is not None:
+            return asked
+        if planned and planned != policy.burst_class and planned in tenant.allowed_classes:
+            return planned
+        return tenant.guaranteed_class
+
+    def _queue_class(
+        self, policy: Policy, tenant: TenantPolicy, asked: str | None, mutated: Mapping[str, Any]
+    ) -> str:
+        """The class a queued pod gets at creation: its queue tier's (it cannot change later)."""
+        queue = tenant.queue
+        if queue is not None and queue.tier == "burst":
+            return policy.burst_class
+        return self._guaranteed_class(policy, tenant, asked, mutated)
+
+    def _queued(
+        self,
+        tenant: TenantPolicy,
+        booking: Booking,
+        answer: QueueAnswer,
+        mutated: JSONObject,
+        class_name: str,
+        warnings: list[str],
+        profile: str,
+    ) -> Verdict:
+        if answer.full:
+            base = (
+                denial_message(tenant.name, booking.decision)
+                if booking.decision.tier is None
+                else f"pods of tenant {tenant.name} wait for its room"
+            )
+            return Verdict.deny(full_message(tenant, base, answer.pending))
+        policy = self._policy
+        set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
+        add_gate(mutated)
+        _set_managed_metadata(
+            mutated, tenant=tenant.name, tier=QUEUED_TIER, reservation_id=answer.entry_id
+        )
+        warnings.append(queued_warning(tenant, answer))
+        return Verdict(
+            allowed=True,
+            patched=mutated,
+            warnings=tuple(warnings),
+            audit_annotations={
+                "tenant": tenant.name,
+                "tier": QUEUED_TIER,
+                "profile": profile,
+                "reservation": answer.entry_id,
+                "position": str(answer.position),
             },
         )
 
@@ -673,7 +826,7 @@ class PolicyAdmitter:
                 if request.sub_resource == "resize":
                     return await self._validate_resize(request, pod)
                 if not request.sub_resource:
-                    return self._validate_update(request, pod)
+                    return self._validate_update(request, pod, now=now)
         except LedgerUnavailable as exc:
             # Fail closed: without the ledger nothing shows that the pod fits its quota.
             logger.warning("validate: %s", exc.message)
@@ -720,6 +873,17 @@ class PolicyAdmitter:
             reservation_id = None
         label_tier = _meta_string(pod, "labels", TIER_LABEL)
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
+        if has_gate(spec) or label_tier == QUEUED_TIER:
+            return await self._validate_queued_create(
+                request,
+                tenant,
+                amount,
+                gated=has_gate(spec),
+                entry_id=reservation_id,
+                pod_uid=pod_uid,
+                class_name=class_name,
+                now=now,
+            )
         confirmation = await self._ledger.transact(
             tenant.name,
             lambda ledger: confirm_for_validate(
@@ -753,13 +917,83 @@ class PolicyAdmitter:
             audit_annotations={"tenant": tenant.name, "tier": confirmation.tier or ""},
         )
 
-    def _validate_update(self, request: AdmissionInput, pod: JSONObject) -> Verdict:
+    async def _validate_queued_create(
+        self,
+        request: AdmissionInput,
+        tenant: TenantPolicy,
+        amount: Mapping[str, Quantity],
+        *,
+        gated: bool,
+        entry_id: str | None,
+        pod_uid: str,
+        class_name: str | None,
+        now: float,
+    ) -> Verdict:
+        """A gated pod, or one queued by /mutate that lost the gate on the way."""
+        policy = self._policy
+        queue = tenant.queue
+        if (
+            gated
+            and queue is not None
+            and queue.tier == "burst"
+            and class_name != policy.burst_class
+        ):
+            return _burst_class_denial(tenant, policy.burst_class, class_name)
+        if gated:
+            priority = policy.priority_classes[class_name].value if class_name else 0
+            result = await self._ledger.transact(
+                tenant.name,
+                lambda ledger: confirm_gated_create(
+                    ledger,
+                    tenant=tenant,
+                    request=amount,
+                    entry_id=entry_id,
+                    pod_uid=pod_uid,
+                    priority=priority,
+                    now=now,
+                    ttl=policy.reservation_ttl,
+                ),
+                commit=not request.dry_run,
+            )
+        else:
+            result = await self._ledger.transact(
+                tenant.name,
+                lambda ledger: book_ungated_create(
+                    ledger,
+                    tenant=tenant,
+                    request=amount,
+                    entry_id=entry_id,
+                    pod_uid=pod_uid,
+                    reservation_id=reservation_id_for(request.uid),
+                    now=now,
+                    ttl=policy.reservation_ttl,
+                ),
+                commit=not request.dry_run,
+            )
+        if result.outcome == "denied":
+            return Verdict.deny(result.message, code=result.code, reason=result.reason)
+        return Verdict(
+            allowed=True,
+            warnings=(result.message,) if result.message else (),
+            audit_annotations={"tenant": tenant.name, "tier": result.tier or QUEUED_TIER},
+        )
+
+    def _validate_update(self, request: AdmissionInput, pod: JSONObject, *, now: float) -> Verdict:
         old = request.old_object
         if not isinstance(old, dict):
             return Verdict.allow()
         old_labels, new_labels = podview.labels(old), podview.labels(pod)
+        old_gated = has_gate(podview.spec(old))
+        releasing = old_gated and not has_gate(podview.spec(pod))
+        if releasing and request.username != self.gate_owner:
+            return Verdict.deny(self._gate_denial(request, pod, old, now=now))
         for key in _MANAGED_LABELS:
-            if old_labels.get(key) != new_labels.get(key):
+            before, after = old_labels.get(key), new_labels.get(key)
+            if before == after:
+                continue
+            if key == TIER_LABEL and releasing and before == QUEUED_TIER and after in TIERS:
+                continue  # tenantgate releasing the pod onto its tier
+            if before != after:
                 return Verdict.deny(f"label {key} is managed by tenantgate and cannot be changed")
         old_id = podview.annotations(old).get(RESERVATION_ANNOTATION)
         if old_id != podview.annotations(pod).get(RESERVATION_ANNOTATION):
@@ -768,6 +1002,28 @@ class PolicyAdmitter:
                 "and cannot be changed"
             )
         return Verdict.allow()
+
+    def _gate_denial(
+        self, request: AdmissionInput, pod: JSONObject, old: JSONObject, *, now: float
+    ) -> str:
+        name = _pod_name(request, pod)
+        namespace = request.namespace or podview.namespace(pod) or ""
+        tenant = self._tenant(self._policy, namespace)
+        if tenant is None:
+            return (
+                f"pod {name}: the scheduling gate {QUOTA_GATE} is removed only by tenantgate "
+                f"({self.gate_owner})"
+            )
+        entry_id = podview.annotations(old).get(RESERVATION_ANNOTATION)
+        return gate_removal_denial(
+            self._ledger.get(tenant.name),
+            tenant=tenant,
+            entry_id=entry_id,
+            pod_uid=podview.uid(old) or "",
+            pod_name=name,
+            owner=self.gate_owner,
+            now=now,
+        )
 
     async def _validate_resize(self, request: AdmissionInput, pod: JSONObject) -> Verdict:
         old = request.old_object
@@ -821,6 +1077,7 @@ def _pod_name(request: AdmissionInput, pod: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "DEFAULT_GATE_OWNER",
     "Booking",
     "Confirmation",
     "NamespaceLabels",
@@ -828,6 +1085,7 @@ __all__ = [
     "Review",
     "apply_container_defaults",
     "book_for_mutate",
+    "book_or_queue",
     "confirm_for_validate",
     "reservation_id_for",
 ]

@@ -6,9 +6,12 @@ one, so a store can apply them under a lock (:class:`MemoryLedger`) or in a comp
 against a resource version (the Kubernetes backend) and simply re-run them after a conflict.
 
 Usage counts everything booked: reservations (admitted pods not yet seen stored) and charges
-(stored pods, keyed by pod uid so that a release happens exactly once). Reservations and charges
-are persistent maps (``immutables.Map``, a HAMT): a new version shares all but O(log n) of the
-old one, so a booking costs the same with ten pods in flight as with a hundred thousand.
+(stored pods, keyed by pod uid so that a release happens exactly once). Queued pods (waiting
+behind tenantgate's scheduling gate) are recorded apart, as :class:`Queued` entries: they are
+not usage, but their number is what ``maxPending`` bounds, across replicas too. Reservations
+and charges are persistent maps (``immutables.Map``, a HAMT): a new version shares all but
+O(log n) of the old one, so a booking costs the same with ten pods in flight as with a hundred
+thousand.
 """
 
 from __future__ import annotations
@@ -71,6 +74,28 @@ class Reservation:
 
 
 @dataclass(frozen=True, slots=True)
+class Queued:
+    """A pod waiting behind tenantgate's scheduling gate: counted against ``maxPending``.
+
+    Booked by the mutating webhook with an expiry (it lapses like a reservation when the pod is
+    never stored), bound to the pod by the validating webhook, and kept without expiry
+    (``expires_at`` None) once the controller sees the stored gated pod. ``priority`` and
+    ``queued_at`` place it in line: every replica tells a new pod its position from them.
+    """
+
+    id: str
+    priority: int
+    queued_at: float
+    expires_at: float | None
+    pod_uid: str | None = None
+
+
+def queued_id_for(pod_uid: str) -> str:
+    """The queued entry id of a gated pod that names none (its gate was set without mutate)."""
+    return f"q-{pod_uid}"
+
+
+@dataclass(frozen=True, slots=True)
 class Charge:
     """Usage of a stored pod, kept until the pod is released."""
 
@@ -92,6 +117,7 @@ class TenantLedger:
     reservations: Map[str, Reservation] = field(default_factory=Map)
     charges: Map[str, Charge] = field(default_factory=Map)
     bound: Map[str, str] = field(default_factory=Map)
+    queued: Map[str, Queued] = field(default_factory=Map)
 
     @classmethod
     def of(
@@ -102,6 +128,7 @@ class TenantLedger:
         burst: Mapping[str, Quantity] | None = None,
         reservations: Iterable[Reservation] = (),
         charges: Mapping[str, Charge] | None = None,
+        queued: Iterable[Queued] = (),
     ) -> TenantLedger:
         """A ledger from plain values (usage zero entries dropped, bound index computed)."""
         by_id = {r.id: r for r in reservations}
@@ -112,6 +139,7 @@ class TenantLedger:
             reservations=Map(by_id),
             charges=Map(charges or {}),
             bound=Map({r.pod_uid: r.id for r in by_id.values() if r.pod_uid is not None}),
+            queued=Map({entry.id: entry for entry in queued}),
         )
 
     def used(self, tier: Tier) -> Mapping[str, Quantity]:
@@ -151,6 +179,7 @@ def _ledger(
     reservations: Map[str, Reservation] | None = None,
     charges: Map[str, Charge] | None = None,
     bound: Map[str, str] | None = None,
+    queued: Map[str, Queued] | None = None,
 ) -> TenantLedger:
     """``ledger`` with the given fields replaced, built in one step.
 
@@ -164,6 +193,7 @@ def _ledger(
     _set_reservations(new, ledger.reservations if reservations is None else reservations)
     _set_charges(new, ledger.charges if charges is None else charges)
     _set_bound(new, ledger.bound if bound is None else bound)
+    _set_queued(new, ledger.queued if queued is None else queued)
     return new
 
 
@@ -176,6 +206,7 @@ _set_burst = TenantLedger.__dict__["burst"].__set__
 _set_reservations = TenantLedger.__dict__["reservations"].__set__
 _set_charges = TenantLedger.__dict__["charges"].__set__
 _set_bound = TenantLedger.__dict__["bound"].__set__
+_set_queued = TenantLedger.__dict__["queued"].__set__
 
 
 def _charge_usage(
@@ -420,6 +451,95 @@ def expire(
     return ledger, expired
 
 
+# --------------------------------------------------------------------------- queued pods
+
+
+def enqueue(
+    ledger: TenantLedger,
+    *,
+    entry_id: str,
+    priority: int,
+    now: float,
+    ttl: float | None,
+    pod_uid: str | None = None,
+) -> TenantLedger:
+    """Record a pod as queued (no usage); it expires ``ttl`` seconds from ``now`` unless the
+    controller settles it (``ttl`` None: settled already)."""
+    if entry_id in ledger.queued:
+        raise LedgerError(f"queued entry {entry_id} already exists in tenant {ledger.tenant}")
+    entry = Queued(entry_id, priority, now, now + ttl if ttl is not None else None, pod_uid)
+    return _ledger(ledger, queued=ledger.queued.set(entry_id, entry))
+
+
+def bind_queued(ledger: TenantLedger, *, entry_id: str, pod_uid: str) -> TenantLedger:
+    """Tie a queued entry to the pod it stands for (the validating webhook)."""
+    entry = ledger.queued.get(entry_id)
+    if entry is None:
+        raise LedgerError(f"no queued entry {entry_id} in tenant {ledger.tenant}")
+    if entry.pod_uid == pod_uid:
+        return ledger
+    if entry.pod_uid is not None:
+        raise LedgerError(f"queued entry {entry_id} is bound to pod {entry.pod_uid}")
+    return _ledger(ledger, queued=ledger.queued.set(entry_id, replace(entry, pod_uid=pod_uid)))
+
+
+def settle_queued(
+    ledger: TenantLedger, *, entry_id: str, pod_uid: str, priority: int, queued_at: float
+) -> TenantLedger:
+    """The stored gated pod was seen: its entry stays until it is released or deleted.
+
+    An entry admission booked keeps its place (``queued_at``); one missing (expired, or the
+    gate was set without tenantgate's webhooks) is recorded from the pod.
+    """
+    entry = ledger.queued.get(entry_id)
+    if entry is not None and entry.expires_at is None and entry.pod_uid == pod_uid:
+        return ledger
+    if entry is not None and entry.pod_uid not in (None, pod_uid):
+        entry = None  # another pod's entry: this pod records its own under its uid
+        entry_id = queued_id_for(pod_uid)
+    settled = Queued(
+        entry_id,
+        entry.priority if entry is not None else priority,
+        entry.queued_at if entry is not None else queued_at,
+        None,
+        pod_uid,
+    )
+    return _ledger(ledger, queued=ledger.queued.set(entry_id, settled))
+
+
+def dequeue(ledger: TenantLedger, *, entry_id: str) -> TenantLedger:
+    """Remove a queued entry (released or gone); a no-op when it is already gone."""
+    if entry_id not in ledger.queued:
+        return ledger
+    return _ledger(ledger, queued=ledger.queued.delete(entry_id))
+
+
+def queued_entry_for(ledger: TenantLedger, *, entry_id: str | None, pod_uid: str) -> Queued | None:
+    """The entry standing for a pod: the one its annotation names (unless another pod's),
+    else the one recorded under its uid."""
+    if entry_id is not None:
+        entry = ledger.queued.get(entry_id)
+        if entry is not None and entry.pod_uid in (None, pod_uid):
+            return entry
+    return ledger.queued.get(queued_id_for(pod_uid))
+
+
+def expire_queued(ledger: TenantLedger, *, now: float) -> tuple[TenantLedger, tuple[Queued, ...]]:
+    """Remove every queued entry whose pod was never seen stored by its expiry."""
+    expired = tuple(
+        sorted(
+            (e for e in ledger.queued.values() if e.expires_at is not None and e.expires_at <= now),
+            key=lambda e: e.id,
+        )
+    )
+    if not expired:
+        return ledger, ()
+    queued = ledger.queued
+    for entry in expired:
+        queued = queued.delete(entry.id)
+    return _ledger(ledger, queued=queued), expired
+
+
 def _reservation(ledger: TenantLedger, reservation_id: str) -> Reservation:
     reservation = ledger.reservations.get(reservation_id)
     if reservation is None:
@@ -483,6 +603,17 @@ def ledger_to_json(ledger: TenantLedger, *, charges: bool = True) -> dict[str, A
             for r in sorted(ledger.reservations.values(), key=lambda r: r.id)
         ],
     }
+    if ledger.queued:
+        document["queued"] = [
+            {
+                "id": e.id,
+                "priority": e.priority,
+                "queuedAt": e.queued_at,
+                **({"expiresAt": e.expires_at} if e.expires_at is not None else {}),
+                **({"podUID": e.pod_uid} if e.pod_uid is not None else {}),
+            }
+            for e in sorted(ledger.queued.values(), key=lambda e: e.id)
+        ]
     if charges:
         document["charges"] = {
             uid: {"tier": c.tier, "amount": _quantities_to_json(c.amount)}
@@ -525,6 +656,28 @@ def ledger_from_json(document: Any, *, tenant: str | None = None) -> TenantLedge
                 pod_uid=pod_uid if isinstance(pod_uid, str) else None,
             )
         )
+    queued: list[Queued] = []
+    raw_queued = document.get("queued", [])
+    for index, item in enumerate(raw_queued if isinstance(raw_queued, list) else []):
+        where = f"{name}.queued[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise LedgerError(f"{where}: expected an object with an id")
+        priority = item.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise LedgerError(f"{where}.priority: expected an integer")
+        expires = item.get("expiresAt")
+        pod_uid = item.get("podUID")
+        queued.append(
+            Queued(
+                id=item["id"],
+                priority=priority,
+                queued_at=_number(item.get("queuedAt", 0), where=f"{where}.queuedAt"),
+                expires_at=(
+                    _number(expires, where=f"{where}.expiresAt") if expires is not None else None
+                ),
+                pod_uid=pod_uid if isinstance(pod_uid, str) else None,
+            )
+        )
     charges: dict[str, Charge] = {}
     raw_charges = document.get("charges", {})
     if not isinstance(raw_charges, dict):
@@ -545,6 +698,7 @@ def ledger_from_json(document: Any, *, tenant: str | None = None) -> TenantLedge
         burst=_quantities_from_json(used.get("burst", {}), where=f"{name}.used.burst"),
         reservations=reservations,
         charges=charges,
+        queued=queued,
     )
 
 
@@ -663,18 +817,26 @@ __all__ = [
     "LedgerStore",
     "LedgerUnavailable",
     "MemoryLedger",
+    "Queued",
     "Reservation",
     "TenantLedger",
     "Tier",
     "bind",
+    "bind_queued",
     "book",
     "cancel",
     "confirm",
+    "dequeue",
+    "enqueue",
     "expire",
+    "expire_queued",
     "ledger_from_json",
     "ledger_from_usage",
     "ledger_to_json",
+    "queued_entry_for",
+    "queued_id_for",
     "release",
     "resize",
+    "settle_queued",
     "top_up",
 ]

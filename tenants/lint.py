@@ -3,8 +3,9 @@
 Beyond what loading refuses (schema errors, unknown profiles or priority classes, a namespace
 claimed twice, unsupported settings) lint also reports what loads but is surely a mistake: burst
 capacity below the guarantee, rules that can never match, tenants that claim no namespace,
-namespaces that two tenants' selectors both claim, and burst classes that would not be the
-first preemption victims.
+namespaces that two tenants' selectors both claim, burst classes that would not be the
+first preemption victims, and queue settings that cannot work as written (aging that never
+boosts, a burst-tier queue without burst capacity).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
     problems.extend(_burst_problems(config))
     problems.extend(_claim_problems(config))
     problems.extend(_class_problems(config))
+    problems.extend(_queue_problems(config))
     return problems
 
 
@@ -168,6 +170,37 @@ def _class_problems(config: TenantgateConfig) -> Iterable[PolicyProblem]:
                 f"burst pods must be the first preemption victims: burst class "
                 f"{config.burstPriorityClass} (value {burst.value}) must be below "
                 f"{guaranteed_name} (value {guaranteed.value})",
+            )
+
+
+def _queue_problems(config: TenantgateConfig) -> Iterable[PolicyProblem]:
+    for name, tenant in config.tenants.items():
+        queue = tenant.queue
+        if queue is None:
+            continue
+        where = ("tenants", name, "queue")
+        if queue.tier == "burst" and tenant.quota.burst is None:
+            yield PolicyProblem(
+                field_path(*where, "tier"),
+                f"tenant {name} has no burst capacity (quota.burst): burst-tier queued pods "
+                "would wait for room above a ceiling equal to the guarantee; use tier: "
+                "guaranteed or add quota.burst",
+            )
+        aging = queue.aging
+        if aging is None:
+            continue
+        if aging.step == 0 or aging.maxBoost < aging.step:
+            yield PolicyProblem(
+                field_path(*where, "aging"),
+                f"aging never changes a priority (step {aging.step}, maxBoost "
+                f"{aging.maxBoost}): set step > 0 and maxBoost >= step, or remove aging",
+            )
+        elif aging.maxBoost % aging.step:
+            yield PolicyProblem(
+                field_path(*where, "aging", "maxBoost"),
+                f"maxBoost {aging.maxBoost} is not a multiple of step {aging.step}: the "
+                f"boost stops at {aging.maxBoost} after {aging.maxBoost // aging.step + 1} "
+                "intervals",
             )
 
 

@@ -17,6 +17,7 @@ from tenants.config import (
     Policy,
     PolicyError,
     TenantgateConfig,
+    QueuePolicy,
     compile_policy,
     field_path,
 )
@@ -80,11 +81,59 @@ class TestModels:
             )
         ]
 
-    def test_queue_is_refused_clearly(self) -> None:
-        found = errors(with_tenant("t", {"quota": {}, "overQuota": "queue"}))
-        assert found == [
-            ("tenants.t.overQuota", "Value error, queue is not supported yet; use reject")
+    def test_queue_mode_compiles_with_defaults(self) -> None:
+        data = with_tenant("t", {"namespaces": ["t"], "quota": {}, "overQuota": "queue"})
+        queue = compile_policy(TenantgateConfig.model_validate(data)).tenants["t"].queue
+        assert queue == QueuePolicy(
+            tier="guaranteed", max_pending=1000, ordering="BestEffortFIFO", aging_interval=0.0
+        )
+        assert not queue.aging
+        assert queue.boost(3600) == 0
+
+    def test_queue_block_compiles(self) -> None:
+        spec = {
+            "namespaces": ["t"],
+            "quota": {"guaranteed": {"cpu": "4"}, "burst": {"ratio": 2}},
+            "overQuota": "queue",
+            "queue": {
+                "tier": "burst",
+                "maxPending": 5,
+                "ordering": "StrictFIFO",
+                "aging": {"intervalSeconds": 30, "step": 50, "maxBoost": 200},
+            },
+        }
+        tenant = compile_policy(TenantgateConfig.model_validate(with_tenant("t", spec))).tenants[
+            "t"
         ]
+        queue = tenant.queue
+        assert queue is not None
+        assert (queue.tier, queue.max_pending, queue.ordering) == ("burst", 5, "StrictFIFO")
+        # step per whole interval waited, capped at maxBoost
+        assert [queue.boost(w) for w in (0, 29.9, 30, 95, 119.9, 120, 10_000)] == [
+            0, 0, 50, 150, 150, 200, 200,
+        ]  # fmt: skip
+        assert not queue.at_max_boost(119) and queue.at_max_boost(120)
+        assert tenant.queue_class("tenant-burst") == "tenant-burst"
+
+    def test_queue_block_needs_queue_mode(self) -> None:
+        found = errors(with_tenant("t", {"quota": {}, "queue": {"maxPending": 3}}))
+        assert found == [
+            ("tenants.t", "Value error, queue is set but overQuota is reject; set overQuota: queue")
+        ]
+
+    @pytest.mark.parametrize(
+        ("queue", "where"),
+        [
+            ({"maxPending": 0}, "tenants.t.queue.maxPending"),
+            ({"tier": "queued"}, "tenants.t.queue.tier"),
+            ({"ordering": "LIFO"}, "tenants.t.queue.ordering"),
+            ({"aging": {"intervalSeconds": 0}}, "tenants.t.queue.aging.intervalSeconds"),
+            ({"aging": {"step": -1}}, "tenants.t.queue.aging.step"),
+        ],
+    )
+    def test_bad_queue_values_name_the_field(self, queue: dict[str, Any], where: str) -> None:
+        found = errors(with_tenant("t", {"quota": {}, "overQuota": "queue", "queue": queue}))
+        assert [field for field, _ in found] == [where]
 
     def test_kubernetes_backend_is_accepted(self) -> None:
         data = base()

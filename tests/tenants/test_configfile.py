@@ -76,7 +76,7 @@ tenants:
     quota:
       guaranteed:
         nvidia.com/gpu: lots
-    overQuota: queue
+    overQuota: later
     surprise: 1
   b:
     namespaces: [b]
@@ -87,7 +87,7 @@ ledger:
     assert problems(text) == [
         'cfg.yaml:8: tenants.team-a.quota.guaranteed[nvidia.com/gpu]: invalid quantity "lots": '
         "not a number",
-        "cfg.yaml:9: tenants.team-a.overQuota: queue is not supported yet; use reject",
+        "cfg.yaml:9: tenants.team-a.overQuota: Input should be 'reject' or 'queue'",
         "cfg.yaml:10: tenants.team-a.surprise: unknown field",
         "cfg.yaml:11: tenants.b.quota: required field is missing",
         "cfg.yaml:13: unclaimedNamespaces: Input should be 'allow' or 'deny'",
