@@ -124,12 +124,13 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     fast decoder takes the body: ``"whole"``, everything but ``metadata.managedFields``;
     ``"validation"``, only what validating a pod reads: metadata without managedFields, and
     the spec's ``containers`` and ``initContainers`` (name, resources, restartPolicy),
-    ``overhead``, ``resources``, ``priorityClassName`` and ``priority``; ``"mutation"``, what
-    classifying, planning, defaulting and booking read or write: the validation view plus
+    ``overhead``, ``resources``, ``priorityClassName``, ``priority`` and ``schedulingGates``;
+    ``"mutation"``, what classifying, planning, defaulting, booking and queueing read or
+    write: the validation view plus
     ``ephemeralContainers``, the containers' ``image``, ``ports`` and ``securityContext``, and
     the spec's ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``,
-    ``affinity``, ``topologySpreadConstraints``, ``restartPolicy`` and ``hostNetwork``.
-    A body the fast decoder does not take comes with its objects whole.
+    ``affinity``, ``topologySpreadConstraints``, ``restartPolicy``, ``hostNetwork`` and
+    ``nodeName``. A body the fast decoder does not take comes with its objects whole.
     """
     try:
         wire = _WIRE_DECODERS[objects].decode(body)
@@ -340,6 +341,7 @@ class _WireValidatedSpec(msgspec.Struct, rename="camel"):
     resources: Any = msgspec.UNSET
     priority_class_name: Any = msgspec.UNSET
     priority: Any = msgspec.UNSET
+    scheduling_gates: Any = msgspec.UNSET
 
 
 class _WireValidatedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -378,6 +380,8 @@ class _WirePlannedSpec(msgspec.Struct, rename="camel"):
     topology_spread_constraints: Any = msgspec.UNSET
     restart_policy: Any = msgspec.UNSET
     host_network: Any = msgspec.UNSET
+    scheduling_gates: Any = msgspec.UNSET
+    node_name: Any = msgspec.UNSET
 
 
 class _WirePlannedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -42,7 +42,7 @@ from admission.health import Check, Readiness
 from admission.metrics import Metrics
 from admission.server import ServeError
 from admission.settings import Settings
-from admission.status import StatusCollector, StatusSources, status_route
+from admission.status import StatusCollector, StatusSources, queue_route, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
 from tenants.config import Policy, PolicyError
@@ -61,8 +61,10 @@ from tenants.kube.leader import (
     LeaseTimings,
 )
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, LedgerStoreCollector
+from tenants.kube.releaser import KubePodClient, QueueCollector, Releaser, queue_listing
 from tenants.kube.sync import ClusterSync, PriorityClassTable
-from tenants.ledger import MemoryLedger, cancel
+from tenants.ledger import MemoryLedger, cancel, dequeue
+from tenants.release import PaceSettings
 from tenants.verdicts import AdmissionInput, Verdict
 
 logger = logging.getLogger(__name__)
@@ -214,7 +216,11 @@ class ClusterGuard:
         reservation = verdict.audit_annotations.get("reservation")
         if tenant and reservation and not request.dry_run:
             await self.inner.ledger.transact(
-                tenant, lambda ledger: (cancel(ledger, reservation_id=reservation), None)
+                tenant,
+                lambda ledger: (
+                    dequeue(cancel(ledger, reservation_id=reservation), entry_id=reservation),
+                    None,
+                ),
             )
         tier = verdict.audit_annotations.get("tier", "")
         return Verdict.deny(
@@ -345,7 +351,30 @@ class Runtime:
             policy,
             self.ledger,
             namespace_labels=self.controller.namespace_labels if online else None,
+            gate_owner=settings.gate_owner_identity,
         )
+        # Queue mode: releases happen where pods are watched (the lease holder with several
+        # replicas); offline nothing can be released.
+        self.releaser: Releaser | None = None
+        if connection is not None:
+            try:
+                pace = PaceSettings(
+                    base_delay=settings.release_base_delay_seconds,
+                    max_delay=settings.release_max_delay_seconds,
+                    rate=settings.release_rate,
+                    burst=settings.release_burst,
+                    max_failures=settings.release_max_failures,
+                )
+            except ValueError as exc:
+                raise ServeError(f"TENANTGATE_RELEASE_*: {exc}") from None
+            self.releaser = Releaser(
+                self.controller,
+                self.ledger,
+                KubePodClient(connection.api_client, host=settings.service),
+                pace=pace,
+                unschedulable_after=settings.released_unschedulable_seconds,
+                clock=clock,
+            )
         self.sync: ClusterSync | None = None
         if connection is not None:
             self.sync = ClusterSync(
@@ -377,6 +406,7 @@ class Runtime:
                 clock=clock,
                 on_restart=self._count_restart,
                 backoff=BackoffPolicy(),
+                duties=(self.releaser.run,) if self.releaser is not None else (),
             )
         self.guard = ClusterGuard(
             self.admitter, synced=self.synced, namespace_labels=self.controller.namespace_labels
@@ -397,6 +427,11 @@ class Runtime:
             stats=lambda: self.controller.stats,
             pods=lambda: self.controller.pod_count if online else None,
             config=self._config_status,
+            queue=self._queue_summary,
+            releases=self.releaser.status if self.releaser is not None else dict,
+            queue_listing=lambda now, tenant: queue_listing(
+                self.controller, now=now, tenant=tenant
+            ),
         )
         self.metrics.registry.register(
             StatusCollector(
@@ -410,6 +445,7 @@ class Runtime:
             self.metrics.registry.register(LedgerStoreCollector(self.ledger))
         if self.elector is not None:
             self.metrics.registry.register(LeaderCollector(self.elector))
+        self.metrics.registry.register(QueueCollector(self.controller, self.releaser, clock=clock))
         self.app: Starlette = create_app(
             settings,
             admitter=self.guard,
@@ -418,10 +454,15 @@ class Runtime:
             clock=clock,
         )
         self.metrics_app: Starlette = create_metrics_app(
-            readiness=self.readiness, metrics=self.metrics, extra_routes=[status_route(sources)]
+            readiness=self.readiness,
+            metrics=self.metrics,
+            extra_routes=[status_route(sources), queue_route(sources)],
         )
 
     # -- state ---------------------------------------------------------------------------
+
+    def _queue_summary(self, tenant: str, now: float) -> Mapping[str, Any]:
+        return self.controller.queues.summary(tenant, self.controller.queue_policy(tenant), now=now)
 
     @property
     def policy(self) -> Policy:
@@ -528,6 +569,8 @@ class Runtime:
             self._spawn(self._sweep_loop(), "sweep")
             if self.sync is not None:
                 self._spawn(self._recount_loop(), "recount")
+            if self.releaser is not None:
+                self._spawn(self.releaser.run(), "releaser")
         if self._watch_config:
             self._spawn(self._config_loop(), "config")
 
@@ -543,6 +586,8 @@ class Runtime:
                 await task
         if isinstance(self.ledger, KubeLedgerStore):
             await self.ledger.close()
+        if self.releaser is not None:
+            self.releaser.close()
         if self.sync is not None:
             await self.sync.stop()
         elif self.connection is not None:

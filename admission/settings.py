@@ -42,3 +42,23 @@ class Settings(BaseSettings):
     lease_duration_seconds: float = Field(default=15.0, gt=0)
     lease_renew_deadline_seconds: float = Field(default=10.0, gt=0)
     lease_retry_period_seconds: float = Field(default=2.0, gt=0)
+    # Queue mode: who may remove the gate tenantgate.io/quota (tenantgate's own identity), and
+    # the pace of releases (client-go's default controller rate limiter).
+    service_account: str = Field(default="tenantgate", description="tenantgate's service account")
+    gate_owner: str | None = Field(
+        default=None,
+        description="the user that removes the gate; system:serviceaccount:NAMESPACE:"
+        "SERVICE_ACCOUNT when unset",
+    )
+    release_rate: float = Field(default=10.0, gt=0, description="releases per second")
+    release_burst: int = Field(default=100, ge=1, description="releases at once")
+    release_base_delay_seconds: float = Field(default=0.005, gt=0)
+    release_max_delay_seconds: float = Field(default=1000.0, gt=0)
+    release_max_failures: int = Field(default=8, ge=1)
+    released_unschedulable_seconds: float = Field(
+        default=300.0, gt=0, description="report a released pod unschedulable for longer"
+    )
+
+    @property
+    def gate_owner_identity(self) -> str:
+        return self.gate_owner or f"system:serviceaccount:{self.namespace}:{self.service_account}"

@@ -4,9 +4,18 @@
 
     {"tenants": {NAME: {"guaranteed": {RES: QTY}, "ceiling": {RES: QTY},
                         "used": {"guaranteed": {RES: QTY}, "burst": {RES: QTY}},
-                        "reservations": N, "pods": N}},
+                        "reservations": N, "pods": N,
+                        "queue": {"pending": N, "oldestWaitSeconds": S, "first": [...]},
+                        "queued": [{"id", "priority", "queuedAt", ...}]}},
      "synced": bool, "mode": "kubeconfig" | "in-cluster" | "offline", "cluster": URL | null,
-     "config": {...}, "pods": N, "lastRecount": UNIX | null, "generatedAt": UNIX}
+     "config": {...}, "pods": N, "lastRecount": UNIX | null, "generatedAt": UNIX,
+     "queue": {"leading": bool, "releasing": N, "givenUp": {...},
+               "releasedUnschedulable": {...}}}
+
+``queue`` per tenant is what the controller's queue holds (only the replica holding the
+controller Lease watches pods); ``queued`` the ledger's queued entries, which every replica
+shares, so that ``tenantgate review --usage`` tells a pod's position. ``GET /queue[?tenant=]``
+lists every queued pod with its position, effective priority, request and time waited.
 
 Quantities are canonical Kubernetes strings, keys sorted. ``tenantgate usage`` renders it, and
 ``tenants.ledger.ledger_from_usage`` reads it back (so CI can ask whether a pod would still fit
@@ -32,7 +41,7 @@ from starlette.routing import Route
 from classifier.quantities import Quantity
 from tenants.config import Policy
 from tenants.controller import ControllerStats
-from tenants.ledger import TenantLedger
+from tenants.ledger import TenantLedger, ledger_to_json
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +60,9 @@ class StatusSources:
     stats: Callable[[], ControllerStats | None] = lambda: None
     pods: Callable[[], int | None] = lambda: None
     config: Callable[[], Mapping[str, Any]] = dict
+    queue: Callable[[str, float], Mapping[str, Any]] | None = None  # per tenant summary
+    releases: Callable[[], Mapping[str, Any]] = dict
+    queue_listing: Callable[[float, str | None], Mapping[str, Any]] | None = None
 
 
 def _quantities(amount: Mapping[str, Quantity]) -> dict[str, str]:
@@ -61,6 +73,7 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
     """The ``/status`` document (see the module docstring)."""
     policy = sources.policy()
     ledgers = sources.ledgers()
+    moment = time.time() if now is None else now
     tenants: dict[str, Any] = {}
     for name in sorted(policy.tenants):
         quota = policy.tenants[name].quota
@@ -75,6 +88,10 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
             "reservations": len(ledger.reservations),
             "pods": len(ledger.charges),
         }
+        if sources.queue is not None:
+            tenants[name]["queue"] = dict(sources.queue(name, moment))
+        if ledger.queued:
+            tenants[name]["queued"] = ledger_to_json(ledger, charges=False)["queued"]
     stats = sources.stats()
     return {
         "tenants": tenants,
@@ -84,7 +101,8 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
         "config": dict(sources.config()),
         "pods": sources.pods(),
         "lastRecount": stats.last_recount_at if stats is not None else None,
-        "generatedAt": time.time() if now is None else now,
+        "generatedAt": moment,
+        "queue": dict(sources.releases()),
     }
 
 
@@ -95,6 +113,21 @@ def status_route(sources: StatusSources) -> Route:
         return JSONResponse(status_document(sources))
 
     return Route("/status", status, methods=["GET"], name="status")
+
+
+def queue_route(sources: StatusSources) -> Route:
+    """``GET /queue[?tenant=NAME]``: every queued pod, first in line first."""
+
+    async def queue(request: Request) -> Response:
+        tenant = request.query_params.get("tenant") or None
+        if tenant is not None and tenant not in sources.policy().tenants:
+            return JSONResponse({"error": f"unknown tenant {tenant}"}, status_code=404)
+        listing = sources.queue_listing
+        document = dict(listing(time.time(), tenant)) if listing is not None else {"tenants": {}}
+        document["leading"] = bool(sources.releases().get("leading", False))
+        return JSONResponse(document)
+
+    return Route("/queue", queue, methods=["GET"], name="queue")
 
 
 def _base_units(quantity: Quantity) -> float:
@@ -260,4 +293,4 @@ def _controller_metrics(stats: ControllerStats, pods: int | None) -> Iterable[Me
         yield tracked
 
 
-__all__ = ["StatusCollector", "StatusSources", "status_document", "status_route"]
+__all__ = ["StatusCollector", "StatusSources", "queue_route", "status_document", "status_route"]

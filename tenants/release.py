@@ -142,6 +142,7 @@ class ReleaseBooking:
 
     decision: Decision
     reservation_id: str
+    already: bool = False  # booked before (another release of it is under way): do nothing
 
 
 def book_release(
@@ -161,7 +162,7 @@ def book_release(
     """
     reservation_id = f"rel-{pod.uid}"
     if ledger.reservation_for_pod(pod.uid) is not None or pod.uid in ledger.charges:
-        return ledger, ReleaseBooking(Decision(tier), reservation_id)  # booked already
+        return ledger, ReleaseBooking(Decision(tier), reservation_id, already=True)
     shortfalls = room_shortfalls(quota, ledger, tier, pod.amount)
     if shortfalls:
         decision = Decision(

@@ -68,11 +68,12 @@ class Admitter(Protocol):
 
     The HTTP edge builds only part of each pod (``admission.reviews.decode_review``): its
     metadata (less ``managedFields``) and, of its spec, ``containers`` and ``initContainers``
-    (name, resources, restartPolicy), ``overhead``, ``resources``, ``priorityClassName`` and
-    ``priority`` for ``validate``; for ``mutate`` also ``ephemeralContainers``, the
-    containers' ``image``, ``ports`` and ``securityContext``, and the spec's
-    ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``, ``affinity``,
-    ``topologySpreadConstraints``, ``restartPolicy`` and ``hostNetwork``. ``mutate`` must
+    (name, resources, restartPolicy), ``overhead``, ``resources``, ``priorityClassName``,
+    ``priority`` and ``schedulingGates`` for ``validate``; for ``mutate`` also
+    ``ephemeralContainers``, the containers' ``image``, ``ports`` and ``securityContext``,
+    and the spec's ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``,
+    ``tolerations``, ``affinity``, ``topologySpreadConstraints``, ``restartPolicy``,
+    ``hostNetwork`` and ``nodeName``. ``mutate`` must
     change nothing outside that part: the JSONPatch is computed against it.
     """
 

@@ -55,6 +55,7 @@ class _PodMetadata(TypedDict, total=False):
     annotations: _PodAnnotations | None
     deletionTimestamp: Any
     deletionGracePeriodSeconds: Any
+    creationTimestamp: Any
 
 
 class _PodContainer(TypedDict, total=False):
@@ -68,10 +69,13 @@ class _PodSpec(TypedDict, total=False):
     resources: Any
     overhead: Any
     priorityClassName: Any
+    priority: Any
+    schedulingGates: Any
 
 
 class _PodStatus(TypedDict, total=False):
     phase: Any
+    conditions: Any
 
 
 class PodItem(TypedDict, total=False):

@@ -24,7 +24,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, TypeVar
@@ -518,7 +518,8 @@ _LEADER_RESOURCES: Final[tuple[Resource, ...]] = ("pods",)
 
 class LeaderDuties:
     """What the lease holder runs: the pod watch feeding the ledger controller, the expiry
-    sweep, the full recount and the refresh of the local ledger view.
+    sweep, the full recount, the refresh of the local ledger view and ``duties`` (the queue's
+    releases).
 
     :meth:`run` is the :class:`LeaderElector` duty: it starts when this replica takes the Lease
     and is cancelled the moment it loses it (the store has already stopped writing by then:
@@ -541,8 +542,10 @@ class LeaderDuties:
         clock: Callable[[], float] = time.time,
         on_restart: RestartHook | None = None,
         backoff: BackoffPolicy | None = None,
+        duties: Sequence[Duty] = (),
     ) -> None:
         self._store = store
+        self._duties = tuple(duties)
         self._controller = controller
         self._connect = connect
         self._sweep_seconds = sweep_seconds
@@ -576,6 +579,7 @@ class LeaderDuties:
                 self._sweep_loop(),
                 self._recount_loop(sync),
                 self._store.keep_fresh(interval=self._sweep_seconds),
+                *(duty() for duty in self._duties),
             )
         finally:
             self.sync = None

@@ -31,7 +31,9 @@ from tenants.verdicts import AdmissionInput, Verdict
 NOW = 1_000.0
 Path = tuple[str, ...]
 CONTAINER_MEMBERS = frozenset({"name", "resources", "restartPolicy"})
-SPEC_MEMBERS = frozenset({"overhead", "resources", "priorityClassName", "priority"})
+SPEC_MEMBERS = frozenset(
+    {"overhead", "resources", "priorityClassName", "priority", "schedulingGates"}
+)
 
 
 def kept_by_the_view(path: Path) -> bool:

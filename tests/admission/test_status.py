@@ -102,6 +102,7 @@ def test_the_status_document_has_every_tenant_with_canonical_quantities() -> Non
         "pods": 7,
         "lastRecount": 1234.5,
         "generatedAt": 99.0,
+        "queue": {},
     }
     assert list(document["tenants"]) == ["ml", "team-a"]
 

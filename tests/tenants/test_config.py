@@ -16,8 +16,8 @@ from tenants.config import (
     NamespaceSelectorSpec,
     Policy,
     PolicyError,
-    TenantgateConfig,
     QueuePolicy,
+    TenantgateConfig,
     compile_policy,
     field_path,
 )
@@ -112,7 +112,8 @@ class TestModels:
         assert [queue.boost(w) for w in (0, 29.9, 30, 95, 119.9, 120, 10_000)] == [
             0, 0, 50, 150, 150, 200, 200,
         ]  # fmt: skip
-        assert not queue.at_max_boost(119) and queue.at_max_boost(120)
+        assert not queue.at_max_boost(119)
+        assert queue.at_max_boost(120)
         assert tenant.queue_class("tenant-burst") == "tenant-burst"
 
     def test_queue_block_needs_queue_mode(self) -> None:

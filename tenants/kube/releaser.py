@@ -1,0 +1,635 @@
+"""Releasing queued pods for real: book, one guarded PATCH, events, backoff and metrics.
+
+:class:`Releaser` listens to the controller's queues (:class:`~tenants.queuebook.QueueBook`).
+When a tenant's room may have freed it plans with :func:`tenants.release.plan_release` and,
+for each pod, in order:
+
+1. books the pod's request through the ledger store's ``transact``, the path admission takes
+   (a compare-and-swap on the TenantLedger with several replicas): the booking is re-checked
+   against the ledger being written, so a release never goes past the room;
+2. sends one strategic-merge PATCH that deletes only ``tenantgate.io/quota`` from
+   ``spec.schedulingGates`` and sets the tier label, with the pod's ``resourceVersion`` as a
+   precondition, so it cannot clobber a concurrent change (409 instead);
+3. on failure cancels the booking and puts the pod's entry back in line, then retries it after
+   a per-pod exponential backoff; after ``max_failures`` the pod is reported and skipped until
+   it changes.
+
+Releases are paced by a token bucket. ``Queued`` and ``Released`` events go to the pod (best
+effort, off the event loop). A released pod the scheduler still finds no node for after
+``unschedulable_after`` seconds is reported: a warning event, a metric and ``/status``.
+
+Only the lease holder runs this (it alone watches pods); without a lease, the only replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from tenants.config import QUOTA_GATE, TIER_LABEL
+from tenants.controller import LedgerController
+from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
+from tenants.ledger import LedgerStore, LedgerUnavailable, Tier
+from tenants.queue import QueuedPod
+from tenants.release import (
+    PaceSettings,
+    ReleasePace,
+    book_release,
+    plan_release,
+    undo_release,
+)
+
+logger = logging.getLogger(__name__)
+
+COMPONENT: Final = "tenantgate"
+REQUEST_TIMEOUT: Final = (5.0, 10.0)
+# tenantgate_queue_wait_seconds: exponential buckets from 0.1 s (0.1 x 2^i, up to ~55 min).
+WAIT_BUCKETS: Final = tuple(0.1 * 2**i for i in range(16))
+CHECK_SECONDS: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """A Kubernetes Event about one pod (``kubectl describe pod`` shows it)."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+class PodClient(Protocol):
+    """Blocking calls on pods (run in worker threads); failures are :class:`KubeError`."""
+
+    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None: ...
+
+    def record(self, event: PodEvent, *, now: float) -> None: ...
+
+
+def ungate_patch(pod: QueuedPod, *, tier: Tier) -> dict[str, Any]:
+    """The strategic-merge patch that releases ``pod``: delete only tenantgate's gate (the
+    list merges on ``name``), set the tier label, and fail (409) if the pod changed since
+    ``resourceVersion``."""
+    return {
+        "metadata": {"resourceVersion": pod.resource_version, "labels": {TIER_LABEL: tier}},
+        "spec": {"schedulingGates": [{"$patch": "delete", "name": QUOTA_GATE}]},
+    }
+
+
+def _micro_time(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _time(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class KubePodClient:
+    """:class:`PodClient` through the official client (JSON bodies, raw responses)."""
+
+    def __init__(self, api_client: Any, *, host: str = "") -> None:
+        from kubernetes import client
+
+        # Raw responses (_preload_content=False): the typed models are not what comes back.
+        self._core: Any = client.CoreV1Api(api_client)
+        self._host = host
+
+    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+        action = f"release pod {pod.key}"
+        try:
+            response = self._core.patch_namespaced_pod(
+                pod.name,
+                pod.namespace,
+                ungate_patch(pod, tier=tier),
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            response.release_conn()
+        except Exception as exc:
+            raise wrap(exc, action=action) from exc
+
+    def record(self, event: PodEvent, *, now: float) -> None:
+        stamp = f"{now:.6f}".replace(".", "")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{event.name}.{stamp}"[:253], "namespace": event.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": event.namespace,
+                "name": event.name,
+                "uid": event.uid,
+            },
+            "reason": event.reason,
+            "message": event.message,
+            "type": event.type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._host or COMPONENT,
+            "firstTimestamp": _time(now),
+            "lastTimestamp": _time(now),
+            "eventTime": _micro_time(now),
+            "action": event.reason,
+            "count": 1,
+        }
+        try:
+            response = self._core.create_namespaced_event(
+                event.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+            response.release_conn()
+        except Exception as exc:
+            raise wrap(exc, action=f"record event {event.reason} for pod {event.name}") from exc
+
+
+@dataclass(slots=True)
+class ReleaseStats:
+    """Counters for metrics, ``/status`` and the tests."""
+
+    released: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, tier)
+    errors: dict[str, int] = field(default_factory=dict)  # by reason
+    waits: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # bucket counts
+    wait_sums: dict[tuple[str, str], float] = field(default_factory=dict)
+    given_up: dict[str, str] = field(default_factory=dict)  # pod key -> last error
+    unschedulable: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> report
+    evaluations: int = 0
+    events_failed: int = 0
+
+    def observe_wait(self, tenant: str, tier: str, seconds: float) -> None:
+        key = (tenant, tier)
+        counts = self.waits.setdefault(key, [0] * (len(WAIT_BUCKETS) + 1))
+        for index, bound in enumerate(WAIT_BUCKETS):
+            if seconds <= bound:
+                counts[index] += 1
+                break
+        else:
+            counts[-1] += 1
+        self.wait_sums[key] = self.wait_sums.get(key, 0.0) + seconds
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class Releaser:
+    """See the module docstring. Its listener methods run on the event-loop thread."""
+
+    def __init__(
+        self,
+        controller: LedgerController,
+        store: LedgerStore,
+        client: PodClient,
+        *,
+        pace: PaceSettings | None = None,
+        unschedulable_after: float = 300.0,
+        clock: Callable[[], float] = time.time,
+        max_threads: int = 4,
+    ) -> None:
+        self._controller = controller
+        self._store = store
+        self._client = client
+        self.pace = ReleasePace(pace if pace is not None else PaceSettings())
+        self._unschedulable_after = unschedulable_after
+        self._clock = clock
+        self.stats = ReleaseStats()
+        self._dirty: set[str] = set()
+        self._wake: asyncio.Event | None = None
+        self._in_flight: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._released: dict[str, tuple[str, float]] = {}  # uid -> (tenant, released at)
+        self._executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="release")
+        self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
+        self._running = False
+        controller.queues.listener = self
+
+    # -- the controller's listener -------------------------------------------------------
+
+    def queued(self, tenant: str, pod: QueuedPod, *, listed: bool) -> None:
+        if listed:
+            return  # a full list (start, new leader): these pods were told before
+        queue = self._controller.queues.queues.get(tenant)
+        policy = self._controller.queue_policy(tenant)
+        now = self._clock()
+        position = queue.position(pod.uid, policy, now) if queue is not None else 0
+        pending = len(queue) if queue is not None else 0
+        self._event(
+            pod,
+            "Queued",
+            f"waiting for tenant {tenant}'s {policy.tier} room behind the scheduling gate "
+            f"{QUOTA_GATE}: position {position} of {pending}",
+        )
+
+    def changed(self, tenant: str, pod: QueuedPod) -> None:
+        if pod.uid in self._in_flight:
+            return
+        self.pace.forget(pod.uid)
+        self.stats.given_up.pop(pod.key, None)
+        timer = self._timers.pop(pod.uid, None)
+        if timer is not None:
+            timer.cancel()
+        queue = self._controller.queues.queues.get(tenant)
+        if queue is not None:
+            queue.unpark(pod.uid)
+
+    def left(self, tenant: str, uid: str) -> None:
+        self.pace.forget(uid)
+        timer = self._timers.pop(uid, None)
+        if timer is not None:
+            timer.cancel()
+
+    def room_changed(self, tenant: str) -> None:
+        self._dirty.add(tenant)
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Release as room frees, until cancelled (run only where pods are watched)."""
+        self._wake = asyncio.Event()
+        self._running = True
+        self._dirty.update(self._controller.queues.queues)
+        self._wake.set()
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), CHECK_SECONDS)
+                self._wake.clear()
+                now = self._clock()
+                self._check_released(now)
+                pending, self._dirty = self._dirty, set()
+                for tenant in sorted(pending):
+                    await self._evaluate(tenant)
+        finally:
+            self._running = False
+            for timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._events.shutdown(wait=False, cancel_futures=True)
+
+    async def _evaluate(self, tenant: str) -> None:
+        queue = self._controller.queues.queues.get(tenant)
+        policy = self._controller.policy
+        known = policy.tenants.get(tenant)
+        if queue is None or known is None:
+            return
+        now = self._clock()
+        available = self.pace.available(now)
+        if available < 1:
+            self._later(self.pace.next_token_in(now), tenant)
+            return
+        queue_policy = self._controller.queue_policy(tenant)
+        self.stats.evaluations += 1
+        plan = plan_release(
+            queue,
+            quota=known.quota,
+            ledger=self._store.get(tenant),
+            policy=queue_policy,
+            now=now,
+            limit=available,
+        )
+        for pod in plan.pods:
+            self.pace.take(now)
+            queue.park(pod.uid)
+            self._in_flight.add(pod.uid)
+            try:
+                room = await self._release(tenant, pod, tier=queue_policy.tier)
+            finally:
+                self._in_flight.discard(pod.uid)
+            if not room:
+                break
+        if len(plan.pods) >= available:
+            self._later(self.pace.next_token_in(self._clock()), tenant)
+
+    async def _release(self, tenant: str, pod: QueuedPod, *, tier: Tier) -> bool:
+        """Release one pod; False when the ledger had no room for it after all."""
+        policy = self._controller.policy
+        known = policy.tenants.get(tenant)
+        queue = self._controller.queues.queues.get(tenant)
+        if known is None:
+            return False
+        quota, ttl = known.quota, policy.reservation_ttl
+        now = self._clock()
+        try:
+            booking = await self._store.transact(
+                tenant,
+                lambda ledger: book_release(
+                    ledger, quota=quota, tier=tier, pod=pod, now=now, ttl=ttl
+                ),
+            )
+        except LedgerUnavailable as exc:
+            self._failed(tenant, pod, "ledger", exc.message)
+            return False
+        if booking.already:
+            # Booked by an earlier attempt whose outcome is unknown: its watch event follows,
+            # or the booking expires and the pod is offered again.
+            self._later(ttl, tenant, unpark=pod.uid)
+            return True
+        if booking.decision.tier is None:
+            if queue is not None:
+                queue.unpark(pod.uid)
+            return False
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, lambda: self._client.ungate(pod, tier=tier))
+        except KubeError as exc:
+            try:
+                await self._store.transact(
+                    tenant,
+                    lambda ledger: undo_release(
+                        ledger, pod=pod, reservation_id=booking.reservation_id
+                    ),
+                )
+            except LedgerUnavailable as undo_error:
+                # The booking stays until its reservation expires: quota is held, never
+                # over-admitted.
+                logger.warning(
+                    "release of %s failed and its booking could not be cancelled: %s",
+                    pod.key,
+                    undo_error.message,
+                )
+            self._failed(tenant, pod, _reason(exc), str(exc))
+            return True
+        waited = max(self._clock() - pod.queued_at, 0.0)
+        key = (tenant, tier)
+        self.stats.released[key] = self.stats.released.get(key, 0) + 1
+        self.stats.observe_wait(tenant, tier, waited)
+        self.pace.forget(pod.uid)
+        self._released[pod.uid] = (tenant, self._clock())
+        logger.info(
+            "released %s onto tenant %s's %s room after %s",
+            pod.key,
+            tenant,
+            tier,
+            _duration(waited),
+            extra={"tenant": tenant, "pod": pod.key, "tier": tier},
+        )
+        self._event(
+            pod,
+            "Released",
+            f"released onto tenant {tenant}'s {tier} room after waiting {_duration(waited)}",
+        )
+        return True
+
+    def _failed(self, tenant: str, pod: QueuedPod, reason: str, message: str) -> None:
+        self.stats.errors[reason] = self.stats.errors.get(reason, 0) + 1
+        delay, given_up = self.pace.failure(pod.uid)
+        if reason == "gone":
+            return  # the watch takes it out of the queue
+        if given_up:
+            self.stats.given_up[pod.key] = message
+            logger.warning(
+                "cannot release %s of tenant %s after %d attempts (%s); skipped until it changes",
+                pod.key,
+                tenant,
+                self.pace.settings.max_failures,
+                message,
+                extra={"tenant": tenant, "pod": pod.key},
+            )
+            self._event(
+                pod,
+                "ReleaseFailed",
+                f"tenantgate could not remove the scheduling gate {QUOTA_GATE} after "
+                f"{self.pace.settings.max_failures} attempts ({message}); it retries when the "
+                "pod changes",
+                kind="Warning",
+            )
+            return  # stays parked
+        logger.info("release of %s failed (%s); retry in %.3fs", pod.key, message, delay)
+        self._later(delay, tenant, unpark=pod.uid)
+
+    def _later(self, delay: float, tenant: str, *, unpark: str | None = None) -> None:
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            if unpark is not None:
+                self._timers.pop(unpark, None)
+                queue = self._controller.queues.queues.get(tenant)
+                if queue is not None:
+                    queue.unpark(unpark)
+            self.room_changed(tenant)
+
+        handle = loop.call_later(max(delay, 0.0), fire)
+        if unpark is not None:
+            previous = self._timers.pop(unpark, None)
+            if previous is not None:
+                previous.cancel()
+            self._timers[unpark] = handle
+
+    # -- released pods the scheduler cannot place ----------------------------------------
+
+    def _check_released(self, now: float) -> None:
+        limit = self._unschedulable_after
+        for uid, (tenant, released_at) in list(self._released.items()):
+            tracked = self._controller.tracked(uid)
+            if tracked is None:
+                self._released.pop(uid, None)
+                continue
+            facts, _ = tracked
+            since = facts.unschedulable_since
+            if since is None:
+                if now - released_at > 2 * limit:
+                    self._released.pop(uid, None)  # placed (or never checked): stop watching
+                continue
+            if now - since <= limit or facts.key in self.stats.unschedulable:
+                continue
+            self.stats.unschedulable[facts.key] = {
+                "tenant": tenant,
+                "unschedulableSeconds": round(now - since, 1),
+                "releasedAt": released_at,
+            }
+            logger.warning(
+                "pod %s of tenant %s was released %s ago and is still unschedulable: it holds "
+                "quota the tenant cannot use",
+                facts.key,
+                tenant,
+                _duration(now - released_at),
+                extra={"tenant": tenant, "pod": facts.key},
+            )
+            self._event_facts(
+                facts.namespace,
+                facts.name,
+                uid,
+                "ReleasedUnschedulable",
+                f"released by tenantgate {_duration(now - released_at)} ago and unschedulable "
+                f"for {_duration(now - since)}: it holds tenant {tenant}'s quota",
+                kind="Warning",
+            )
+
+    def forget_unschedulable(self, key: str) -> None:
+        self.stats.unschedulable.pop(key, None)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _event(self, pod: QueuedPod, reason: str, message: str, *, kind: str = "Normal") -> None:
+        self._event_facts(pod.namespace, pod.name, pod.uid, reason, message, kind=kind)
+
+    def _event_facts(
+        self, namespace: str, name: str, uid: str, reason: str, message: str, *, kind: str
+    ) -> None:
+        event = PodEvent(namespace, name, uid, reason, message, kind)
+        now = self._clock()
+
+        def send() -> None:
+            try:
+                self._client.record(event, now=now)
+            except KubeError as exc:
+                self.stats.events_failed += 1
+                logger.debug("event %s for %s/%s not recorded: %s", reason, namespace, name, exc)
+
+        with contextlib.suppress(RuntimeError):  # shut down
+            self._events.submit(send)
+
+    # -- what users see --------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "leading": self._running,
+            "releasing": len(self._in_flight),
+            "givenUp": dict(sorted(self.stats.given_up.items())),
+            "releasedUnschedulable": dict(sorted(self.stats.unschedulable.items())),
+        }
+
+
+def _reason(exc: KubeError) -> str:
+    if isinstance(exc, KubeConflict):
+        return "conflict"
+    if isinstance(exc, KubeNotFound):
+        return "gone"
+    if isinstance(exc, KubeForbidden):
+        return "forbidden"
+    if exc.status in (400, 422):
+        return "invalid"
+    return "unavailable"
+
+
+class QueueCollector:
+    """The queue's Prometheus metrics (register on the app's registry)."""
+
+    def __init__(
+        self,
+        controller: LedgerController,
+        releaser: Releaser | None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._controller = controller
+        self._releaser = releaser
+        self._clock = clock
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._clock()
+        pending = GaugeMetricFamily(
+            "tenantgate_queue_pending", "Pods waiting behind tenantgate's gate.", labels=["tenant"]
+        )
+        oldest = GaugeMetricFamily(
+            "tenantgate_queue_oldest_wait_seconds",
+            "How long the longest-waiting queued pod has waited.",
+            labels=["tenant"],
+        )
+        for tenant, count, queued_at in sorted(self._controller.queues.pending()):
+            pending.add_metric([tenant], count)
+            oldest.add_metric([tenant], max(now - queued_at, 0.0) if queued_at else 0.0)
+        yield pending
+        yield oldest
+        stats = self._releaser.stats if self._releaser is not None else ReleaseStats()
+        yield from _release_metrics(stats)
+
+
+def _release_metrics(stats: ReleaseStats) -> Iterator[Metric]:
+    released = CounterMetricFamily(
+        "tenantgate_queue_released",
+        "Queued pods released (gate removed), by tenant and tier.",
+        labels=["tenant", "tier"],
+    )
+    for (tenant, tier), count in sorted(stats.released.items()):
+        released.add_metric([tenant, tier], count)
+    yield released
+    errors = CounterMetricFamily(
+        "tenantgate_queue_release_errors",
+        "Failed releases, by reason (conflict, gone, forbidden, invalid, unavailable, ledger).",
+        labels=["reason"],
+    )
+    for reason, count in sorted(stats.errors.items()):
+        errors.add_metric([reason], count)
+    yield errors
+    waits = HistogramMetricFamily(
+        "tenantgate_queue_wait_seconds",
+        "Time from creation to release of queued pods, by tenant and tier.",
+        labels=["tenant", "tier"],
+    )
+    for (tenant, tier), counts in sorted(stats.waits.items()):
+        cumulative = 0
+        buckets: list[tuple[str, float]] = []
+        for bound, count in zip((*WAIT_BUCKETS, math.inf), counts, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == math.inf else f"{bound:g}", cumulative))
+        waits.add_metric([tenant, tier], buckets, stats.wait_sums[(tenant, tier)])
+    yield waits
+    unschedulable = GaugeMetricFamily(
+        "tenantgate_queue_released_unschedulable",
+        "Released pods unschedulable for longer than the threshold (they hold quota).",
+        labels=["tenant"],
+    )
+    per_tenant: dict[str, int] = {}
+    for report in stats.unschedulable.values():
+        per_tenant[report["tenant"]] = per_tenant.get(report["tenant"], 0) + 1
+    for tenant, count in sorted(per_tenant.items()):
+        unschedulable.add_metric([tenant], count)
+    yield unschedulable
+    given_up = GaugeMetricFamily(
+        "tenantgate_queue_release_given_up",
+        "Queued pods skipped after too many failed releases (until they change).",
+    )
+    given_up.add_metric([], len(stats.given_up))
+    yield given_up
+
+
+def queue_listing(
+    controller: LedgerController, *, now: float, tenant: str | None = None
+) -> Mapping[str, Any]:
+    """``GET /queue``'s document."""
+    return controller.queues.listing(controller.queue_policy, now=now, tenant=tenant)
+
+
+__all__ = [
+    "WAIT_BUCKETS",
+    "KubePodClient",
+    "PodClient",
+    "PodEvent",
+    "QueueCollector",
+    "ReleaseStats",
+    "Releaser",
+    "queue_listing",
+    "ungate_patch",
+]
