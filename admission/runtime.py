@@ -432,6 +432,7 @@ class Runtime:
             queue_listing=lambda now, tenant: queue_listing(
                 self.controller, now=now, tenant=tenant
             ),
+            clock=clock,
         )
         self.metrics.registry.register(
             StatusCollector(

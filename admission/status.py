@@ -63,6 +63,7 @@ class StatusSources:
     queue: Callable[[str, float], Mapping[str, Any]] | None = None  # per tenant summary
     releases: Callable[[], Mapping[str, Any]] = dict
     queue_listing: Callable[[float, str | None], Mapping[str, Any]] | None = None
+    clock: Callable[[], float] = time.time
 
 
 def _quantities(amount: Mapping[str, Quantity]) -> dict[str, str]:
@@ -73,7 +74,7 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
     """The ``/status`` document (see the module docstring)."""
     policy = sources.policy()
     ledgers = sources.ledgers()
-    moment = time.time() if now is None else now
+    moment = sources.clock() if now is None else now
     tenants: dict[str, Any] = {}
     for name in sorted(policy.tenants):
         quota = policy.tenants[name].quota
@@ -123,7 +124,8 @@ def queue_route(sources: StatusSources) -> Route:
         if tenant is not None and tenant not in sources.policy().tenants:
             return JSONResponse({"error": f"unknown tenant {tenant}"}, status_code=404)
         listing = sources.queue_listing
-        document = dict(listing(time.time(), tenant)) if listing is not None else {"tenants": {}}
+        now = sources.clock()
+        document = dict(listing(now, tenant)) if listing is not None else {"tenants": {}}
         document["leading"] = bool(sources.releases().get("leading", False))
         return JSONResponse(document)
 

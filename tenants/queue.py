@@ -113,7 +113,7 @@ class TenantQueue:
     def ordered(self, policy: QueuePolicy, now: float) -> Iterator[QueuedPod]:
         """Every pod, first in line first: a merge of the per-priority lists."""
         streams = [
-            ((order_key(priority, slot, policy, now), slot[2]) for slot in slots)
+            _stream(slots, _keyed(priority, policy, now))
             for priority, slots in self._classes.items()
         ]
         for _, uid in heapq.merge(*streams):
@@ -209,6 +209,11 @@ def _keyed(priority: int, policy: QueuePolicy, now: float) -> Callable[[Slot], O
         return order_key(priority, slot, policy, now)
 
     return key
+
+
+def _stream(slots: list[Slot], key: Callable[[Slot], OrderKey]) -> Iterator[tuple[OrderKey, str]]:
+    for slot in slots:
+        yield key(slot), slot[2]
 
 
 def _discard(index: dict[K, list[Slot]], key: K, slot: Slot) -> None:

@@ -224,6 +224,7 @@ class Releaser:
         self._executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="release")
         self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
         self._running = False
+        self._evaluating = False
         controller.queues.listener = self
 
     # -- the controller's listener -------------------------------------------------------
@@ -266,6 +267,11 @@ class Releaser:
         if self._wake is not None:
             self._wake.set()
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to evaluate and nothing being released (for tests and benchmarks)."""
+        return not self._dirty and not self._evaluating and not self._in_flight
+
     # -- running -------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -282,8 +288,12 @@ class Releaser:
                 now = self._clock()
                 self._check_released(now)
                 pending, self._dirty = self._dirty, set()
-                for tenant in sorted(pending):
-                    await self._evaluate(tenant)
+                self._evaluating = True
+                try:
+                    for tenant in sorted(pending):
+                        await self._evaluate(tenant)
+                finally:
+                    self._evaluating = False
         finally:
             self._running = False
             for timer in self._timers.values():

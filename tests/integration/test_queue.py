@@ -1,21 +1,28 @@
 """Queue mode against the test API server, through the real client and the real admission chain.
 
 Over-quota pods wait behind the scheduling gate ``tenantgate.io/quota`` and are released, in
-order, as room frees: the facts the design rests on are the API server's (a gate can only be
-removed once the pod exists, and ``priority`` never changes: ``ValidatePodUpdate`` in
-pkg/apis/core/validation/validation.go), and the test API server enforces them.
+order, as room frees. The facts the design rests on are the API server's: a gate can only be
+removed once the pod exists, and ``priority`` never changes (``ValidatePodUpdate`` in
+pkg/apis/core/validation/validation.go); the test API server enforces both.
+
+Aging is tested with one injected clock shared by tenantgate and the test API server's
+creation timestamps, never by sleeping.
 """
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from admission.settings import Settings
+from devapi import meta as devapi_meta
 from tests.integration.conftest import StartTenantgate
-from tests.integration.harness import Tenantgate, eventually, http_json, pod
+from tests.integration.harness import Tenantgate, api_client, eventually, http_json, pod
 
 GATE = "tenantgate.io/quota"
 
@@ -28,15 +35,58 @@ priorityClasses:
   batch-low: {value: 100}
   batch-high: {value: 500}
 profiles: {general: {}}
-reservationTTLSeconds: 30
+reservationTTLSeconds: 3600
 tenants:
   team-q:
     namespaces: [team-q]
     quota: {guaranteed: {cpu: "12"}}
-    priorityClasses: {allowed: [batch-low, batch-high]}
     overQuota: queue
     queue: {maxPending: 8}
+  team-s:
+    namespaces: [team-s]
+    quota: {guaranteed: {cpu: "4"}}
+    overQuota: queue
+    queue: {ordering: StrictFIFO}
+  team-b:
+    namespaces: [team-b]
+    quota: {guaranteed: {cpu: "4"}}
+    overQuota: queue
+    queue:
+      ordering: BestEffortFIFO
+      aging: {intervalSeconds: 60, step: 100, maxBoost: 200}
+  team-p:
+    namespaces: [team-p]
+    quota: {guaranteed: {cpu: "2"}}
+    priorityClasses: {allowed: [batch-low, batch-high]}
+    overQuota: queue
+    queue:
+      aging: {intervalSeconds: 60, step: 100, maxBoost: 1000}
 """
+
+
+class Clock:
+    """One clock for tenantgate and the test API server's timestamps; moved by the test."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    shared = Clock()
+    original = devapi_meta.now_timestamp
+
+    def now_timestamp(now: float | None = None) -> str:
+        return original(now if now is not None else shared())
+
+    monkeypatch.setattr(devapi_meta, "now_timestamp", now_timestamp)
+    return shared
 
 
 @pytest.fixture
@@ -62,44 +112,96 @@ def settings(kubeconfig: Path, cert_dir: Path, config_file: Path) -> Settings:
     )
 
 
+@pytest.fixture
+def tenantgate(
+    start_tenantgate: StartTenantgate, core: Any, clock: Clock, kubeconfig: Path
+) -> Tenantgate:
+    api = api_client(kubeconfig)
+    scheduling = client.SchedulingV1Api(api)
+    for name, value in (("batch-low", 100), ("batch-high", 500)):
+        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+    api.close()
+    started = start_tenantgate(clock=clock)
+    for namespace in ("team-q", "team-s", "team-b", "team-p"):
+        core.create_namespace({"metadata": {"name": namespace}})
+    return started
+
+
 def gated(stored: Any) -> bool:
-    gates = stored.spec.scheduling_gates or []
-    return any(gate.name == GATE for gate in gates)
+    return any(gate.name == GATE for gate in stored.spec.scheduling_gates or [])
 
 
-def create(core: Any, name: str, **kwargs: Any) -> tuple[Any, list[str]]:
-    """Create a pod; returns it and the warnings the API server passed on."""
-    response = core.create_namespaced_pod("team-q", pod(name, **kwargs), _preload_content=False)
+def create(
+    core: Any, namespace: str, name: str, *, dry_run: bool = False, **kwargs: Any
+) -> tuple[Any, list[str]]:
+    """Create a pod; returns what was stored (or would be) and the API server's warnings."""
+    body = pod(name, **kwargs)
+    response = core.create_namespaced_pod(
+        namespace, body, _preload_content=False, **({"dry_run": "All"} if dry_run else {})
+    )
     warnings = [
         value.split('"', 1)[1].rsplit('"', 1)[0]
         for key, value in response.headers.items()
         if key.lower() == "warning" and '"' in value
     ]
-    stored = core.read_namespaced_pod(name, "team-q")
-    return stored, warnings
+    if dry_run:
+        return response, warnings
+    return core.read_namespaced_pod(name, namespace), warnings
 
 
-def queue(tenantgate: Tenantgate) -> list[dict[str, Any]]:
-    code, document = http_json(f"{tenantgate.metrics_url}/queue?tenant=team-q")
+def with_class(name: str, class_name: str, cpu: str = "1") -> dict[str, Any]:
+    body = pod(name, cpu=cpu)
+    body["spec"]["priorityClassName"] = class_name
+    return body
+
+
+def listing(tenantgate: Tenantgate, tenant: str) -> list[dict[str, Any]]:
+    code, document = http_json(f"{tenantgate.metrics_url}/queue?tenant={tenant}")
     assert code == 200, document
-    pods: list[dict[str, Any]] = document["tenants"]["team-q"]["pods"]
-    return pods
+    rows: list[dict[str, Any]] = document["tenants"][tenant]["pods"]
+    return rows
 
 
-def waiting(tenantgate: Tenantgate) -> list[str]:
-    return [row["pod"].split("/", 1)[1] for row in queue(tenantgate)]
+def waiting(tenantgate: Tenantgate, tenant: str) -> list[str]:
+    return [row["pod"].split("/", 1)[1] for row in listing(tenantgate, tenant)]
 
 
-def ungated(core: Any) -> set[str]:
-    return {p.metadata.name for p in core.list_namespaced_pod("team-q").items if not gated(p)}
+def ungated(core: Any, namespace: str) -> set[str]:
+    return {p.metadata.name for p in core.list_namespaced_pod(namespace).items if not gated(p)}
+
+
+def settled(tenantgate: Tenantgate, tenant: str, cpu: str) -> None:
+    """Wait until the ledger charges ``cpu`` and the releaser has nothing left to look at."""
+
+    def done() -> bool:
+        def check() -> bool:
+            runtime = tenantgate.state
+            used = runtime.ledger.get(tenant).guaranteed.get("cpu")
+            releaser = runtime.releaser
+            return str(used or "0") == cpu and releaser is not None and releaser.idle
+
+        return tenantgate.call(check)
+
+    eventually(done, f"{tenant} settled at cpu {cpu}")
+
+
+def fill(core: Any, namespace: str, count: int) -> None:
+    for index in range(count):
+        stored, _ = create(core, namespace, f"run-{index}")
+        assert not gated(stored)
+
+
+def delete(core: Any, namespace: str, name: str) -> None:
+    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
+# --------------------------------------------------------------------------- the basics
 
 
 def test_over_quota_pods_wait_in_line_and_deletions_release_the_best_placed(
-    start_tenantgate: StartTenantgate, core: Any
+    tenantgate: Tenantgate, core: Any
 ) -> None:
-    tenantgate = start_tenantgate()
-    core.create_namespace({"metadata": {"name": "team-q"}})
-    results = [create(core, f"q-{i:02d}") for i in range(20)]
+    results = [create(core, "team-q", f"q-{i:02d}") for i in range(20)]
     admitted = [p.metadata.name for p, _ in results if not gated(p)]
     queued = [p for p, _ in results if gated(p)]
     assert admitted == [f"q-{i:02d}" for i in range(12)]
@@ -108,23 +210,217 @@ def test_over_quota_pods_wait_in_line_and_deletions_release_the_best_placed(
     assert first.metadata.labels["tenantgate.io/tier"] == "queued"
     assert first.spec.priority_class_name == "tenant-guaranteed"
     assert first.spec.priority == 1000
-    warnings = results[14][1]
     assert (
         "queued: team-q is at its guarantee (cpu 12/12); position 3 of 3; released when "
         "team-q's guaranteed room frees"
-    ) in warnings
-    eventually(lambda: len(queue(tenantgate)) == 8, "8 pods in the queue")
-    rows = queue(tenantgate)
-    assert [row["position"] for row in rows] == list(range(1, 9))
-    assert waiting(tenantgate) == [f"q-{i:02d}" for i in range(12, 20)]
+    ) in results[14][1]
+    eventually(lambda: len(listing(tenantgate, "team-q")) == 8, "8 pods in the queue")
+    assert [row["position"] for row in listing(tenantgate, "team-q")] == list(range(1, 9))
+    assert waiting(tenantgate, "team-q") == [f"q-{i:02d}" for i in range(12, 20)]
+    status = tenantgate.status()["tenants"]["team-q"]
+    assert status["queue"]["pending"] == 8
+    assert [row["pod"] for row in status["queue"]["first"]] == [
+        f"team-q/q-{i:02d}" for i in range(12, 17)
+    ]
 
     for name in ("q-00", "q-03", "q-05", "q-07"):
-        core.delete_namespaced_pod(name, "team-q", grace_period_seconds=0)
-    eventually(lambda: len(queue(tenantgate)) == 4, "4 pods released")
-    released = {f"q-{i:02d}" for i in range(12, 16)}
-    eventually(lambda: released <= ungated(core), "the 4 best-placed pods ungated")
-    assert waiting(tenantgate) == [f"q-{i:02d}" for i in range(16, 20)]
-    assert len(ungated(core)) == 12
+        delete(core, "team-q", name)
+    settled(tenantgate, "team-q", "12")
+    eventually(lambda: len(listing(tenantgate, "team-q")) == 4, "4 pods released")
+    assert {f"q-{i:02d}" for i in range(12, 16)} <= ungated(core, "team-q")
+    assert len(ungated(core, "team-q")) == 12
+    assert waiting(tenantgate, "team-q") == [f"q-{i:02d}" for i in range(16, 20)]
     stored = core.read_namespaced_pod("q-12", "team-q")
     assert stored.metadata.labels["tenantgate.io/tier"] == "guaranteed"
-    eventually(lambda: tenantgate.used("team-q")["guaranteed"].get("cpu") == "12", "12 cpu charged")
+    assert not stored.spec.scheduling_gates
+
+
+def test_max_pending_holds_under_200_concurrent_creates(
+    tenantgate: Tenantgate, core: Any, kubeconfig: Path
+) -> None:
+    fill(core, "team-q", 12)
+
+    def attempt(index: int) -> str:
+        api = api_client(kubeconfig)
+        try:
+            client.CoreV1Api(api).create_namespaced_pod("team-q", pod(f"c-{index:03d}"))
+        except client.ApiException as exc:
+            assert exc.status == 403, exc.body
+            assert "tenant team-q's queue is full (8 pods waiting, maxPending 8)" in exc.body
+            return "rejected"
+        finally:
+            api.close()
+        return "queued"
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outcomes = list(pool.map(attempt, range(200)))
+    assert outcomes.count("queued") == 8
+    assert outcomes.count("rejected") == 192
+    pods = core.list_namespaced_pod("team-q").items
+    assert sum(1 for p in pods if gated(p)) == 8
+    assert sum(1 for p in pods if not gated(p)) == 12
+    eventually(lambda: len(listing(tenantgate, "team-q")) == 8, "8 pods in the queue")
+    assert len(tenantgate.call(lambda: tenantgate.state.ledger.get("team-q")).queued) == 8
+
+
+def test_dry_run_tells_the_position_and_records_nothing(tenantgate: Tenantgate, core: Any) -> None:
+    fill(core, "team-q", 12)
+    create(core, "team-q", "waiting-1")
+    response, warnings = create(core, "team-q", "would-wait", dry_run=True)
+    assert response.status == 201
+    assert (
+        "queued: team-q is at its guarantee (cpu 12/12); position 2 of 2; released when "
+        "team-q's guaranteed room frees"
+    ) in warnings
+    assert "would-wait" not in {p.metadata.name for p in core.list_namespaced_pod("team-q").items}
+    ledger = tenantgate.call(lambda: tenantgate.state.ledger.get("team-q"))
+    assert len(ledger.queued) == 1
+    assert len(ledger.reservations) == 0
+    # The real create is told the same.
+    _, real = create(core, "team-q", "would-wait")
+    assert warnings[-1] in real
+
+
+def test_a_user_removing_the_gate_is_denied(
+    tenantgate: Tenantgate, core: Any, kubeconfig: Path
+) -> None:
+    fill(core, "team-q", 12)
+    create(core, "team-q", "w-1")
+    create(core, "team-q", "w-2")
+    api = api_client(kubeconfig)
+    api.set_default_header("Impersonate-User", "alice")
+    alice = client.CoreV1Api(api)
+    try:
+        with pytest.raises(client.ApiException) as denied:
+            alice.patch_namespaced_pod(
+                "w-2",
+                "team-q",
+                {"spec": {"schedulingGates": None}},
+                _content_type="application/merge-patch+json",
+            )
+    finally:
+        api.close()
+    assert denied.value.status == 403
+    assert (
+        "pod team-q/w-2: the scheduling gate tenantgate.io/quota is removed only by tenantgate "
+        "(kubernetes-admin) when the tenant has room; position 2 of 2 in tenant team-q's queue"
+    ) in denied.value.body
+    assert gated(core.read_namespaced_pod("w-2", "team-q"))
+    # Its labels and priority stay as tenantgate set them too.
+    api = api_client(kubeconfig)
+    api.set_default_header("Impersonate-User", "alice")
+    try:
+        with pytest.raises(client.ApiException) as relabel:
+            client.CoreV1Api(api).patch_namespaced_pod(
+                "w-2", "team-q", {"metadata": {"labels": {"tenantgate.io/tier": "guaranteed"}}}
+            )
+    finally:
+        api.close()
+    assert relabel.value.status == 403
+
+
+def test_a_pod_that_could_never_fit_or_names_a_node_is_rejected_not_queued(
+    tenantgate: Tenantgate, core: Any
+) -> None:
+    with pytest.raises(client.ApiException) as huge:
+        create(core, "team-q", "huge", cpu="13")
+    assert huge.value.status == 403
+    assert "larger than tenant team-q's guarantee (cpu=12), so it is never queued" in (
+        huge.value.body
+    )
+    fill(core, "team-q", 12)
+    bound = pod("bound")
+    bound["spec"]["nodeName"] = "node-1"
+    with pytest.raises(client.ApiException) as pinned:
+        core.create_namespaced_pod("team-q", bound)
+    assert "a pod with spec.nodeName cannot wait behind a scheduling gate" in pinned.value.body
+
+
+# --------------------------------------------------------------------------- order
+
+
+def test_higher_classes_go_first_and_aging_lets_an_old_low_class_pod_overtake(
+    tenantgate: Tenantgate, core: Any, clock: Clock
+) -> None:
+    fill(core, "team-p", 2)
+    core.create_namespaced_pod("team-p", with_class("low", "batch-low"))
+    clock.advance(180)  # low: 100 + 3 x 100 = 400, below batch-high's 500
+    core.create_namespaced_pod("team-p", with_class("high-1", "batch-high"))
+    eventually(lambda: waiting(tenantgate, "team-p") == ["high-1", "low"], "high-1 first")
+    clock.advance(120)  # low: 100 + 500 = 600; high-1: 500 + 200 = 700
+    core.create_namespaced_pod("team-p", with_class("high-2", "batch-high"))
+    rows = listing(tenantgate, "team-p")
+    assert [(r["pod"], r["priority"], r["effectivePriority"]) for r in rows] == [
+        ("team-p/high-1", 500, 700),
+        ("team-p/low", 100, 600),
+        ("team-p/high-2", 500, 500),
+    ]
+    delete(core, "team-p", "run-0")
+    settled(tenantgate, "team-p", "2")
+    assert ungated(core, "team-p") == {"run-1", "high-1"}
+    delete(core, "team-p", "run-1")
+    settled(tenantgate, "team-p", "2")
+    assert ungated(core, "team-p") == {"high-1", "low"}
+    assert waiting(tenantgate, "team-p") == ["high-2"]
+
+
+def test_strict_fifo_holds_the_line_behind_a_head_that_does_not_fit(
+    tenantgate: Tenantgate, core: Any
+) -> None:
+    fill(core, "team-s", 4)
+    create(core, "team-s", "big", cpu="2")
+    create(core, "team-s", "small", cpu="1")
+    delete(core, "team-s", "run-0")
+    settled(tenantgate, "team-s", "3")
+    assert waiting(tenantgate, "team-s") == ["big", "small"]
+    delete(core, "team-s", "run-1")
+    settled(tenantgate, "team-s", "4")
+    assert waiting(tenantgate, "team-s") == ["small"]
+    assert "big" in ungated(core, "team-s")
+
+
+def test_best_effort_fifo_skips_a_head_that_does_not_fit_until_it_reaches_max_boost(
+    tenantgate: Tenantgate, core: Any, clock: Clock
+) -> None:
+    fill(core, "team-b", 4)
+    create(core, "team-b", "big-1", cpu="2")
+    create(core, "team-b", "small-1", cpu="1")
+    delete(core, "team-b", "run-0")
+    settled(tenantgate, "team-b", "4")
+    assert "small-1" in ungated(core, "team-b")  # the head was skipped
+    assert waiting(tenantgate, "team-b") == ["big-1"]
+
+    create(core, "team-b", "small-2", cpu="1")
+    clock.advance(120)  # big-1 has waited 2 intervals: boost 200 = maxBoost
+    delete(core, "team-b", "run-1")
+    settled(tenantgate, "team-b", "3")
+    # big-1 is at maxBoost: nobody behind it is released until it fits.
+    assert waiting(tenantgate, "team-b") == ["big-1", "small-2"]
+    delete(core, "team-b", "run-2")
+    settled(tenantgate, "team-b", "4")
+    assert waiting(tenantgate, "team-b") == ["small-2"]
+    assert "big-1" in ungated(core, "team-b")
+
+
+# --------------------------------------------------------------------------- restarts
+
+
+def test_a_restart_keeps_every_place_in_line_and_releases_nothing_past_the_room(
+    start_tenantgate: StartTenantgate, core: Any, clock: Clock
+) -> None:
+    first = start_tenantgate(clock=clock)
+    core.create_namespace({"metadata": {"name": "team-q"}})
+    for index in range(18):
+        create(core, "team-q", f"r-{index:02d}")
+    eventually(lambda: len(listing(first, "team-q")) == 6, "6 queued")
+    before = listing(first, "team-q")
+    first.stop()
+    delete(core, "team-q", "r-00")  # while tenantgate is down
+    second = start_tenantgate(clock=clock)
+    settled(second, "team-q", "12")
+    after = listing(second, "team-q")
+    assert [row["pod"] for row in after] == [row["pod"] for row in before][1:]
+    assert len(ungated(core, "team-q")) == 12
+    status = second.status()["tenants"]["team-q"]
+    assert status["used"]["guaranteed"]["cpu"] == "12"
+    assert len(status["queued"]) == 5
