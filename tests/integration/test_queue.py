@@ -245,9 +245,8 @@ def test_max_pending_holds_under_200_concurrent_creates(
         try:
             client.CoreV1Api(api).create_namespaced_pod("team-q", pod(f"c-{index:03d}"))
         except client.ApiException as exc:
-            assert exc.status == 403, exc.body
-            assert "tenant team-q's queue is full (8 pods waiting, maxPending 8)" in exc.body
-            return "rejected"
+            full = "tenant team-q's queue is full (8 pods waiting, maxPending 8)" in exc.body
+            return "rejected" if exc.status == 403 and full else f"{exc.status}: {exc.body}"
         finally:
             api.close()
         return "queued"
