@@ -117,7 +117,7 @@ def tenantgate(
     start_tenantgate: StartTenantgate, core: Any, clock: Clock, kubeconfig: Path
 ) -> Tenantgate:
     api = api_client(kubeconfig)
-    scheduling = client.SchedulingV1Api(api)
+    scheduling: Any = client.SchedulingV1Api(api)
     for name, value in (("batch-low", 100), ("batch-high", 500)):
         scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
     api.close()
@@ -243,9 +243,10 @@ def test_max_pending_holds_under_200_concurrent_creates(
     def attempt(index: int) -> str:
         api = api_client(kubeconfig)
         try:
-            client.CoreV1Api(api).create_namespaced_pod("team-q", pod(f"c-{index:03d}"))
+            mine: Any = client.CoreV1Api(api)
+            mine.create_namespaced_pod("team-q", pod(f"c-{index:03d}"))
         except client.ApiException as exc:
-            full = "tenant team-q's queue is full (8 pods waiting, maxPending 8)" in exc.body
+            full = "tenant team-q's queue is full (8 pods waiting, maxPending 8)" in str(exc.body)
             return "rejected" if exc.status == 403 and full else f"{exc.status}: {exc.body}"
         finally:
             api.close()
@@ -288,7 +289,7 @@ def test_a_user_removing_the_gate_is_denied(
     create(core, "team-q", "w-2")
     api = api_client(kubeconfig)
     api.set_default_header("Impersonate-User", "alice")
-    alice = client.CoreV1Api(api)
+    alice: Any = client.CoreV1Api(api)
     try:
         with pytest.raises(client.ApiException) as denied:
             alice.patch_namespaced_pod(
@@ -303,14 +304,15 @@ def test_a_user_removing_the_gate_is_denied(
     assert (
         "pod team-q/w-2: the scheduling gate tenantgate.io/quota is removed only by tenantgate "
         "(kubernetes-admin) when the tenant has room; position 2 of 2 in tenant team-q's queue"
-    ) in denied.value.body
+    ) in str(denied.value.body)
     assert gated(core.read_namespaced_pod("w-2", "team-q"))
     # Its labels and priority stay as tenantgate set them too.
     api = api_client(kubeconfig)
     api.set_default_header("Impersonate-User", "alice")
     try:
+        patcher: Any = client.CoreV1Api(api)
         with pytest.raises(client.ApiException) as relabel:
-            client.CoreV1Api(api).patch_namespaced_pod(
+            patcher.patch_namespaced_pod(
                 "w-2", "team-q", {"metadata": {"labels": {"tenantgate.io/tier": "guaranteed"}}}
             )
     finally:
@@ -324,7 +326,7 @@ def test_a_pod_that_could_never_fit_or_names_a_node_is_rejected_not_queued(
     with pytest.raises(client.ApiException) as huge:
         create(core, "team-q", "huge", cpu="13")
     assert huge.value.status == 403
-    assert "larger than tenant team-q's guarantee (cpu=12), so it is never queued" in (
+    assert "larger than tenant team-q's guarantee (cpu=12), so it is never queued" in str(
         huge.value.body
     )
     fill(core, "team-q", 12)
@@ -332,7 +334,7 @@ def test_a_pod_that_could_never_fit_or_names_a_node_is_rejected_not_queued(
     bound["spec"]["nodeName"] = "node-1"
     with pytest.raises(client.ApiException) as pinned:
         core.create_namespaced_pod("team-q", bound)
-    assert "a pod with spec.nodeName cannot wait behind a scheduling gate" in pinned.value.body
+    assert "a pod with spec.nodeName cannot wait behind a scheduling gate" in str(pinned.value.body)
 
 
 # --------------------------------------------------------------------------- order
