@@ -288,8 +288,8 @@ def rebase(replacement: TenantLedger, *, base: TenantLedger, current: TenantLedg
     (``base``); meanwhile other replicas may have booked, topped up or cancelled reservations
     in the stored object (``current``). The result keeps the replacement's charges and what it
     did to the reservations it knew, and ``current``'s state of every reservation it did not
-    change (new ones included); usage is the replacement's charged usage plus those
-    reservations.
+    change (new ones included), and likewise for queued entries; usage is the replacement's
+    charged usage plus those reservations.
     """
     merged: dict[str, Reservation] = dict(replacement.reservations)
     for reservation_id, known in base.reservations.items():
@@ -304,12 +304,28 @@ def rebase(replacement: TenantLedger, *, base: TenantLedger, current: TenantLedg
     for reservation_id, theirs in current.reservations.items():
         if reservation_id not in base.reservations and reservation_id not in merged:
             merged[reservation_id] = theirs  # booked meanwhile
+    # Queued entries merge the same way: the replacement's word on those it knew and changed,
+    # the stored object's on the others (entries booked by admission meanwhile included).
+    queued = dict(replacement.queued)
+    for entry_id, known_entry in base.queued.items():
+        mine = replacement.queued.get(entry_id)
+        if mine is None or mine != known_entry:
+            continue
+        stored_entry = current.queued.get(entry_id)
+        if stored_entry is None:
+            del queued[entry_id]
+        else:
+            queued[entry_id] = stored_entry
+    for entry_id, stored_entry in current.queued.items():
+        if entry_id not in base.queued and entry_id not in queued:
+            queued[entry_id] = stored_entry
     charged = _charged(replacement)
     rebased = TenantLedger.of(
         replacement.tenant,
         guaranteed=_usage(charged["guaranteed"], merged.values(), "guaranteed"),
         burst=_usage(charged["burst"], merged.values(), "burst"),
         reservations=merged.values(),
+        queued=queued.values(),
     )
     return replace(rebased, charges=replacement.charges)
 

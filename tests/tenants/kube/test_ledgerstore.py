@@ -32,6 +32,7 @@ from tenants.kube.ledgerstore import (
 from tenants.ledger import (
     Charge,
     LedgerUnavailable,
+    Queued,
     Reservation,
     TenantLedger,
     book,
@@ -564,6 +565,20 @@ def test_rebase_keeps_what_the_replacement_did_to_reservations_it_knew() -> None
     assert dict(result.reservations) == {"b": grown}
     assert result.guaranteed == {"cpu": Quantity.parse("4")}
     assert result.reservation_for_pod("p") == grown
+
+
+def test_rebase_merges_queued_entries_like_reservations() -> None:
+    settled = Queued("s", 100, 1.0, None, "pod-s")
+    lapsing = Queued("l", 100, 2.0, 50.0)
+    base = TenantLedger.of("t", queued=[settled, lapsing])
+    # The recount released s (its pod was ungated) and kept l; meanwhile admission queued n
+    # and the validating webhook bound l.
+    replacement = TenantLedger.of("t", queued=[lapsing])
+    bound = Queued("l", 100, 2.0, 50.0, "pod-l")
+    new = Queued("n", 500, 3.0, 60.0)
+    current = TenantLedger.of("t", queued=[settled, bound, new])
+    result = rebase(replacement, base=base, current=current)
+    assert dict(result.queued) == {"l": bound, "n": new}
 
 
 # --------------------------------------------------------------------------- the admitter
