@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devapi import discovery, errors, tables
+from devapi import discovery, errors, impersonation, tables
 from devapi.admission import UserInfo
 from devapi.errors import APIError
 from devapi.faults import Faults, RequestInfo
@@ -330,13 +330,11 @@ class _API:
         return Target(rt, version, namespace, name, subresource, watch_path)
 
     def _context(self, request: Request, verb: str) -> RequestContext:
-        user = self.config.user
-        impersonated = request.headers.get("impersonate-user")
-        if impersonated:
-            groups = tuple(request.headers.getlist("impersonate-group")) or (
-                "system:authenticated",
-            )
-            user = UserInfo(impersonated, groups, request.headers.get("impersonate-uid", ""))
+        headers: dict[str, list[str]] = {}
+        for name, value in request.headers.items():
+            if name.startswith("impersonate-"):
+                headers.setdefault(name, []).append(value)
+        user = impersonation.impersonated(self.config.user, headers)
         dry_run_values = request.query_params.getlist("dryRun")
         for value in dry_run_values:
             if value != "All":

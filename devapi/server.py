@@ -30,6 +30,7 @@ from devapi.admission import AdmissionChain, UserInfo
 from devapi.app import DEFAULT_USER, AppConfig, create_app
 from devapi.caller import WebhookCaller
 from devapi.errors import APIError
+from devapi.events import EVENT_STRATEGIES, EVENT_TYPES
 from devapi.faults import Faults
 from devapi.manifests import ManifestError, read_documents
 from devapi.registry import Registry
@@ -89,6 +90,8 @@ class DevAPIServer:
         self._user = user
         self.store = Store(history_size=history_size)
         self.catalog = ResourceCatalog()
+        for rt in EVENT_TYPES:
+            self.catalog.add(rt)
         self.faults = Faults(self.store)
         self._caller = WebhookCaller(
             services=dict(webhook_services or {}), ca_override=_read_ca(webhook_ca)
@@ -99,6 +102,7 @@ class DevAPIServer:
             chain_factory=self._chain,
             conflict_check=lambda rt: self.faults.take_conflict(rt.group, rt.plural),
             kubelet=kubelet,
+            strategies=EVENT_STRATEGIES,
         )
         self._bootstrap_defaults()
         sources = [Path(webhooks_dir)] if webhooks_dir is not None else []

@@ -39,6 +39,7 @@ def test_core_and_group_discovery(api_client: Api) -> None:
 def test_core_resource_list(api_client: Api) -> None:
     resources = {r.name: r for r in api(client.CoreV1Api, api_client).get_api_resources().resources}
     assert set(resources) == {
+        "events",
         "pods",
         "pods/status",
         "pods/resize",
