@@ -33,6 +33,7 @@ from devapi.resources import ResourceCatalog, ResourceType
 from devapi.selectors import SelectorError, parse_field_selector, parse_label_selector
 from devapi.types import JSONObject
 from devapi.watch import ERROR, StreamingBody, WatchOptions, event_line
+from devapi.workloads.scale import serve_scale
 
 logger = logging.getLogger(__name__)
 
@@ -370,6 +371,21 @@ class _API:
         shape = tables.representation(request.headers.get("accept", ""))
         table = shape == tables.TABLE
         include = request.query_params.get("includeObject", "Metadata")
+        if target.subresource == "scale":
+            content_type = request.headers.get("content-type", "").split(";")[0].strip()
+            body = await _body(request, allow_list=True) if verb in ("patch", "update") else None
+            result = await serve_scale(
+                self.registry,
+                rt,
+                version,
+                namespace,
+                target.name,
+                verb=verb,
+                body=body,
+                content_type=content_type,
+                ctx=ctx,
+            )
+            return json_response(result, warnings=ctx.warnings)
         if verb == "get":
             obj = self.registry.get(rt, version, namespace, target.name)
             if shape == tables.PARTIAL:

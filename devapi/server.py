@@ -38,6 +38,8 @@ from devapi.resources import ResourceCatalog
 from devapi.store import DEFAULT_HISTORY_SIZE, Store
 from devapi.strategies import SYSTEM_PRIORITY_CLASSES
 from devapi.types import JSONObject
+from devapi.workloads.controllers import WorkloadControllers, WorkloadSettings
+from devapi.workloads.kinds import WORKLOAD_STRATEGIES, WORKLOAD_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,7 @@ class DevAPIServer:
         tls_cert_file: Path | str | None = None,
         tls_key_file: Path | str | None = None,
         user: UserInfo = DEFAULT_USER,
+        workloads: WorkloadSettings | None = None,
     ) -> None:
         if bookmark_interval <= 0 or watch_timeout <= 0:
             raise ValueError("bookmark_interval and watch_timeout must be positive")
@@ -90,7 +93,7 @@ class DevAPIServer:
         self._user = user
         self.store = Store(history_size=history_size)
         self.catalog = ResourceCatalog()
-        for rt in EVENT_TYPES:
+        for rt in (*EVENT_TYPES, *WORKLOAD_TYPES):
             self.catalog.add(rt)
         self.faults = Faults(self.store)
         self._caller = WebhookCaller(
@@ -102,8 +105,10 @@ class DevAPIServer:
             chain_factory=self._chain,
             conflict_check=lambda rt: self.faults.take_conflict(rt.group, rt.plural),
             kubelet=kubelet,
-            strategies=EVENT_STRATEGIES,
+            strategies={**EVENT_STRATEGIES, **WORKLOAD_STRATEGIES},
         )
+        self.workloads = WorkloadControllers(self.registry, workloads or WorkloadSettings())
+        self.registry.background.append(self.workloads.run)
         self._bootstrap_defaults()
         sources = [Path(webhooks_dir)] if webhooks_dir is not None else []
         self.load_manifests([*sources, *(Path(m) for m in manifests)])

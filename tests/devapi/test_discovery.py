@@ -31,6 +31,8 @@ def test_core_and_group_discovery(api_client: Api) -> None:
     assert groups == {
         "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1",
         "apiextensions.k8s.io": "apiextensions.k8s.io/v1",
+        "apps": "apps/v1",
+        "batch": "batch/v1",
         "coordination.k8s.io": "coordination.k8s.io/v1",
         "scheduling.k8s.io": "scheduling.k8s.io/v1",
     }
