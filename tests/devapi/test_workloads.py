@@ -82,7 +82,7 @@ class Cluster:
 def cluster_factory(tmp_path: Path) -> Iterator[Callable[[WorkloadSettings], Cluster]]:
     started: list[Cluster] = []
 
-    def start(settings: WorkloadSettings = WorkloadSettings()) -> Cluster:
+    def start(settings: WorkloadSettings) -> Cluster:
         cluster = Cluster(settings, tmp_path)
         started.append(cluster)
         return cluster
@@ -281,12 +281,13 @@ def test_denied_creates_are_failed_create_events_and_retried_with_backoff(
     assert len(cluster.pods("app=web")) == 2
     (rs,) = cluster.apps.list_namespaced_replica_set("default").items
     failed = [e for e in cluster.events(rs.metadata.name) if e.reason == "FailedCreate"]
-    assert failed and failed[0].type == "Warning"
+    assert len(failed) == 1  # repeats are counted on one event
+    assert failed[0].type == "Warning"
     assert failed[0].message == (
         'Error creating: admission webhook "room.example.com" denied the request: '
         "no room for this pod"
     )
-    assert failed[0].count >= 2  # repeats are counted on one event
+    assert failed[0].count >= 2
     user = webhooks.requests("/room")[0]["userInfo"]
     assert user["username"] == "system:serviceaccount:kube-system:replicaset-controller"
     with lock:
@@ -440,17 +441,18 @@ def test_the_scheduler_leaves_gated_pods_alone_until_ungated(
     cluster_factory: Callable[[WorkloadSettings], Cluster],
 ) -> None:
     cluster = cluster_factory(FAST)
-    gated = {
-        "metadata": {"name": "gated"},
-        "spec": {
-            "schedulingGates": [{"name": "example.com/wait"}],
-            "containers": [{"name": "app", "image": "registry.example/app:1"}],
+    containers = [{"name": "app", "image": "registry.example/app:1"}]
+    gates = [{"name": "example.com/wait"}]
+    cluster.core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "gated"},
+            "spec": {"schedulingGates": gates, "containers": containers},
         },
-    }
-    cluster.core.create_namespaced_pod("default", gated)
-    plain = {**gated, "metadata": {"name": "plain"}, "spec": {**gated["spec"]}}
-    del plain["spec"]["schedulingGates"]
-    cluster.core.create_namespaced_pod("default", plain)
+    )
+    cluster.core.create_namespaced_pod(
+        "default", {"metadata": {"name": "plain"}, "spec": {"containers": containers}}
+    )
     eventually(
         lambda: cluster.core.read_namespaced_pod("plain", "default").status.phase == "Running",
         "the ungated pod to run",
