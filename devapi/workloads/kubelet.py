@@ -68,6 +68,7 @@ class Kubelet:
         self._scheduler.events.component = "default-scheduler"
         self.client.events.component = "kubelet"
         self._rng = random.Random()
+        self._started: dict[str, float] = {}  # pod uid -> when its containers (re)started
 
     async def sync(self, namespace: str, name: str) -> float | None:
         pod = self.client.get(PODS, namespace, name)
@@ -84,10 +85,12 @@ class Kubelet:
             await self._start(pod)
             return self.run_seconds if spec.get("restartPolicy") != "Always" else None
         if phase == "Running" and spec.get("restartPolicy") != "Always":
-            started = meta.parse_timestamp(_obj(pod.get("status")).get("startTime"))
-            elapsed = self.client.clock() - (started.timestamp() if started else 0.0)
+            # Started here (startTime has whole seconds only), or before a restart: now.
+            started = self._started.setdefault(str(pod["metadata"]["uid"]), self.client.clock())
+            elapsed = self.client.clock() - started
             if elapsed < self.run_seconds:
                 return self.run_seconds - elapsed
+            self._started.pop(str(pod["metadata"]["uid"]), None)
             return await self._finish(pod)
         return None
 
@@ -170,6 +173,7 @@ class Kubelet:
         )
         status["podIPs"] = [{"ip": status["podIP"]}]
         pod["status"] = status
+        self._started[str(pod["metadata"]["uid"])] = self.client.clock()
         if await self._write(pod):
             for container in _obj(pod.get("spec")).get("containers") or []:
                 name = _obj(container).get("name")
@@ -184,7 +188,7 @@ class Kubelet:
         if code != 0 and _obj(pod.get("spec")).get("restartPolicy") == "OnFailure":
             for container in status.get("containerStatuses") or []:
                 container["restartCount"] = int(container.get("restartCount") or 0) + 1
-            status["startTime"] = now
+            self._started[str(pod["metadata"]["uid"])] = self.client.clock()
             await self._write(pod)
             return self.run_seconds
         terminated = {
