@@ -148,13 +148,16 @@ class DevAPIServer:
 
     def load_manifests(self, paths: Sequence[Path]) -> list[JSONObject]:
         """Store every served object found under ``paths`` (without admission, like a
-        cluster's bootstrap); other kinds (Deployments, Services, ...) are skipped."""
+        cluster's bootstrap); other kinds (Services, ...) are skipped, and so are workloads
+        (Deployments, Jobs, ...): the webhook's own Deployment in its manifests runs outside
+        this server, and workloads are applied with kubectl."""
         stored: list[JSONObject] = []
         for file, doc in read_documents(paths):
             api_version = str(doc.get("apiVersion"))
             group, _, version = api_version.rpartition("/")
-            if self.catalog.by_kind(group, version, str(doc.get("kind"))) is None:
-                logger.debug("%s: skipping %s %s (not served)", file, api_version, doc.get("kind"))
+            rt = self.catalog.by_kind(group, version, str(doc.get("kind")))
+            if rt is None or rt in WORKLOAD_TYPES:
+                logger.debug("%s: skipping %s %s (not loaded)", file, api_version, doc.get("kind"))
                 continue
             try:
                 stored.append(self.registry.bootstrap(doc))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from devapi import DevAPIServer
@@ -299,8 +300,6 @@ def test_denied_creates_are_failed_create_events_and_retried_with_backoff(
 def test_kubectl_apply_scale_and_get(
     cluster_factory: Callable[[WorkloadSettings], Cluster], tmp_path: Path
 ) -> None:
-    import yaml
-
     cluster = cluster_factory(FAST)
     manifest = cluster.kubectl.write("web.yaml", yaml.safe_dump(deployment(replicas=2)))
     applied = cluster.kubectl("apply", "-f", manifest)
@@ -464,3 +463,10 @@ def test_the_scheduler_leaves_gated_pods_alone_until_ungated(
         lambda: cluster.core.read_namespaced_pod("gated", "default").status.phase == "Running",
         "the released pod to run",
     )
+
+
+def test_workloads_in_manifests_are_not_loaded_at_start(tmp_path: Path) -> None:
+    """The webhook's own Deployment (deploy/webhooks) runs outside the test server."""
+    (tmp_path / "web.yaml").write_text(yaml.safe_dump(deployment()))
+    with DevAPIServer(manifests=[tmp_path / "web.yaml"]) as server:
+        assert server.store.count(("apps", "deployments")) == 0
