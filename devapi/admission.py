@@ -35,6 +35,7 @@ class UserInfo:
     username: str
     groups: tuple[str, ...] = ()
     uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # sorted by key
 
     def as_json(self) -> JSONObject:
         body: JSONObject = {"username": self.username}
@@ -42,6 +43,8 @@ class UserInfo:
             body["uid"] = self.uid
         if self.groups:
             body["groups"] = list(self.groups)
+        if self.extra:
+            body["extra"] = {key: list(values) for key, values in self.extra}
         return body
 
 

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devapi import discovery, errors, tables
+from devapi import discovery, errors, impersonation, tables
 from devapi.admission import UserInfo
 from devapi.errors import APIError
 from devapi.faults import Faults, RequestInfo
@@ -33,6 +33,7 @@ from devapi.resources import ResourceCatalog, ResourceType
 from devapi.selectors import SelectorError, parse_field_selector, parse_label_selector
 from devapi.types import JSONObject
 from devapi.watch import ERROR, StreamingBody, WatchOptions, event_line
+from devapi.workloads.scale import serve_scale
 
 logger = logging.getLogger(__name__)
 
@@ -330,13 +331,11 @@ class _API:
         return Target(rt, version, namespace, name, subresource, watch_path)
 
     def _context(self, request: Request, verb: str) -> RequestContext:
-        user = self.config.user
-        impersonated = request.headers.get("impersonate-user")
-        if impersonated:
-            groups = tuple(request.headers.getlist("impersonate-group")) or (
-                "system:authenticated",
-            )
-            user = UserInfo(impersonated, groups, request.headers.get("impersonate-uid", ""))
+        headers: dict[str, list[str]] = {}
+        for name, value in request.headers.items():
+            if name.startswith("impersonate-"):
+                headers.setdefault(name, []).append(value)
+        user = impersonation.impersonated(self.config.user, headers)
         dry_run_values = request.query_params.getlist("dryRun")
         for value in dry_run_values:
             if value != "All":
@@ -372,6 +371,21 @@ class _API:
         shape = tables.representation(request.headers.get("accept", ""))
         table = shape == tables.TABLE
         include = request.query_params.get("includeObject", "Metadata")
+        if target.subresource == "scale":
+            content_type = request.headers.get("content-type", "").split(";")[0].strip()
+            body = await _body(request, allow_list=True) if verb in ("patch", "update") else None
+            result = await serve_scale(
+                self.registry,
+                rt,
+                version,
+                namespace,
+                target.name,
+                verb=verb,
+                body=body,
+                content_type=content_type,
+                ctx=ctx,
+            )
+            return json_response(result, warnings=ctx.warnings)
         if verb == "get":
             obj = self.registry.get(rt, version, namespace, target.name)
             if shape == tables.PARTIAL:

@@ -102,6 +102,9 @@ def resource_list(catalog: ResourceCatalog, group_name: str, version: str) -> JS
                 "kind": SUBRESOURCE_KINDS.get(sub, ("", "", rt.kind))[2],
                 "verbs": list(SUBRESOURCE_VERBS[sub]),
             }
+            sub_group, sub_version, _ = SUBRESOURCE_KINDS.get(sub, ("", "", ""))
+            if sub_group:  # another group's kind (autoscaling/v1 Scale), as the real list says
+                sub_entry["group"], sub_entry["version"] = sub_group, sub_version
             resources.append(sub_entry)
     return {
         "kind": "APIResourceList",

@@ -14,13 +14,13 @@ import base64
 import binascii
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from devapi import errors, meta
+from devapi import errors, gates, meta
 from devapi.admission import AdmissionChain, AdmissionRequest, UserInfo
 from devapi.errors import APIError
 from devapi.intree import (
@@ -131,12 +131,16 @@ class Registry:
         chain_factory: Callable[[Registry], AdmissionChain],
         conflict_check: ConflictCheck,
         kubelet: bool = True,
+        strategies: Mapping[ResourceKey, Callable[[ResourceType], Strategy]] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self._conflict_check = conflict_check
         self._kubelet = kubelet
         self._strategies: dict[ResourceKey, Strategy] = {}
+        self._strategy_factories = dict(strategies or {})
+        # More background loops (the simulated controllers), run next to run_controllers'.
+        self.background: list[Callable[[], Awaitable[None]]] = []
         self._webhooks: _ParsedWebhooks | None = None
         self.chain = chain_factory(self)
 
@@ -145,7 +149,8 @@ class Registry:
     def strategy(self, rt: ResourceType) -> Strategy:
         cached = self._strategies.get(rt.key)
         if cached is None or cached.rt != rt:
-            cached = strategy_for(rt)
+            factory = self._strategy_factories.get(rt.key)
+            cached = factory(rt) if factory is not None and not rt.custom else strategy_for(rt)
             self._strategies[rt.key] = cached
         return cached
 
@@ -663,6 +668,7 @@ class Registry:
                     name,
                     f'pod {name} is already assigned to node "{spec["nodeName"]}"',
                 )
+            gates.check_bindable(pod, name)
             spec["nodeName"] = node
             annotations = (request.object or {}).get("metadata", {}).get("annotations")
             if isinstance(annotations, dict) and annotations:
@@ -885,6 +891,9 @@ class Registry:
                 raise
 
     async def run_controllers(self) -> None:
+        await asyncio.gather(self._reconcile_loop(), *(loop() for loop in self.background))
+
+    async def _reconcile_loop(self) -> None:
         while True:
             try:
                 self.reconcile()

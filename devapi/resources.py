@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 MAIN_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 SUBRESOURCE_VERBS = {
@@ -13,8 +14,9 @@ SUBRESOURCE_VERBS = {
     "resize": ("get", "patch", "update"),
     "binding": ("create",),
     "finalize": ("update",),
+    "scale": ("get", "patch", "update"),
 }
-SUBRESOURCE_KINDS = {"binding": ("", "v1", "Binding")}
+SUBRESOURCE_KINDS = {"binding": ("", "v1", "Binding"), "scale": ("autoscaling", "v1", "Scale")}
 
 ResourceKey = tuple[str, str]  # (group, plural): the same objects whatever the version
 
@@ -51,6 +53,10 @@ class ResourceType:
     list_kind_name: str = ""
     verbs: tuple[str, ...] = MAIN_VERBS
     field_labels: frozenset[str] = field(default_factory=frozenset)
+    # The columns of ``kubectl get`` (definition, cell) for kinds not in ``devapi.tables``.
+    columns: Callable[[], list[tuple[dict[str, Any], Callable[[dict[str, Any]], Any]]]] | None = (
+        field(default=None, compare=False)
+    )
 
     @property
     def key(self) -> ResourceKey:

@@ -30,6 +30,7 @@ from devapi.admission import AdmissionChain, UserInfo
 from devapi.app import DEFAULT_USER, AppConfig, create_app
 from devapi.caller import WebhookCaller
 from devapi.errors import APIError
+from devapi.events import EVENT_STRATEGIES, EVENT_TYPES
 from devapi.faults import Faults
 from devapi.manifests import ManifestError, read_documents
 from devapi.registry import Registry
@@ -37,6 +38,8 @@ from devapi.resources import ResourceCatalog
 from devapi.store import DEFAULT_HISTORY_SIZE, Store
 from devapi.strategies import SYSTEM_PRIORITY_CLASSES
 from devapi.types import JSONObject
+from devapi.workloads.controllers import WorkloadControllers, WorkloadSettings
+from devapi.workloads.kinds import WORKLOAD_STRATEGIES, WORKLOAD_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +74,7 @@ class DevAPIServer:
         tls_cert_file: Path | str | None = None,
         tls_key_file: Path | str | None = None,
         user: UserInfo = DEFAULT_USER,
+        workloads: WorkloadSettings | None = None,
     ) -> None:
         if bookmark_interval <= 0 or watch_timeout <= 0:
             raise ValueError("bookmark_interval and watch_timeout must be positive")
@@ -89,6 +93,8 @@ class DevAPIServer:
         self._user = user
         self.store = Store(history_size=history_size)
         self.catalog = ResourceCatalog()
+        for rt in (*EVENT_TYPES, *WORKLOAD_TYPES):
+            self.catalog.add(rt)
         self.faults = Faults(self.store)
         self._caller = WebhookCaller(
             services=dict(webhook_services or {}), ca_override=_read_ca(webhook_ca)
@@ -99,7 +105,10 @@ class DevAPIServer:
             chain_factory=self._chain,
             conflict_check=lambda rt: self.faults.take_conflict(rt.group, rt.plural),
             kubelet=kubelet,
+            strategies={**EVENT_STRATEGIES, **WORKLOAD_STRATEGIES},
         )
+        self.workloads = WorkloadControllers(self.registry, workloads or WorkloadSettings())
+        self.registry.background.append(self.workloads.run)
         self._bootstrap_defaults()
         sources = [Path(webhooks_dir)] if webhooks_dir is not None else []
         self.load_manifests([*sources, *(Path(m) for m in manifests)])
@@ -139,13 +148,16 @@ class DevAPIServer:
 
     def load_manifests(self, paths: Sequence[Path]) -> list[JSONObject]:
         """Store every served object found under ``paths`` (without admission, like a
-        cluster's bootstrap); other kinds (Deployments, Services, ...) are skipped."""
+        cluster's bootstrap); other kinds (Services, ...) are skipped, and so are workloads
+        (Deployments, Jobs, ...): the webhook's own Deployment in its manifests runs outside
+        this server, and workloads are applied with kubectl."""
         stored: list[JSONObject] = []
         for file, doc in read_documents(paths):
             api_version = str(doc.get("apiVersion"))
             group, _, version = api_version.rpartition("/")
-            if self.catalog.by_kind(group, version, str(doc.get("kind"))) is None:
-                logger.debug("%s: skipping %s %s (not served)", file, api_version, doc.get("kind"))
+            rt = self.catalog.by_kind(group, version, str(doc.get("kind")))
+            if rt is None or rt in WORKLOAD_TYPES:
+                logger.debug("%s: skipping %s %s (not loaded)", file, api_version, doc.get("kind"))
                 continue
             try:
                 stored.append(self.registry.bootstrap(doc))

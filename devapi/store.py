@@ -149,6 +149,8 @@ class Store:
         self._history_size = history_size
         self._compacted_rv = 0
         self._subscriptions: set[Subscription] = set()
+        # In-process listeners (the simulated controllers): every change, not client watches.
+        self._listeners: list[Callable[[Event], None]] = []
 
     # --- reads -------------------------------------------------------------------------------
 
@@ -294,6 +296,19 @@ class Store:
             self._subscriptions.add(subscription)
             return subscription, initial
 
+    def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``listener`` with every change (under the lock: it must only hand the event
+        on); returns the function that stops it."""
+        with self.lock:
+            self._listeners.append(listener)
+
+        def stop() -> None:
+            with self.lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return stop
+
     def unsubscribe_locked(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
 
@@ -331,3 +346,5 @@ class Store:
         for subscription in list(self._subscriptions):
             if subscription.wants(event):
                 subscription.push(event)
+        for listener in self._listeners:
+            listener(event)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from classifier.quantities import Quantity, QuantityError
-from devapi import errors, meta
+from devapi import errors, gates, meta
 from devapi.errors import FieldError
 from devapi.patching import (
     GENERIC_PATCH_META,
@@ -185,8 +185,12 @@ class PodStrategy(Strategy):
     def prepare_for_create(self, obj: JSONObject) -> None:
         super().prepare_for_create(obj)
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
+        gates.apply_gated_condition(obj)
 
     def validate(self, obj: JSONObject) -> list[FieldError]:
+        return self._validate_pod(obj) + gates.create_errors(obj)
+
+    def _validate_pod(self, obj: JSONObject) -> list[FieldError]:
         problems = super().validate(obj)
         spec = obj.get("spec")
         if not isinstance(spec, dict):
@@ -203,12 +207,15 @@ class PodStrategy(Strategy):
             problems.append(
                 errors.not_supported("spec.restartPolicy", policy, ("Always", "OnFailure", "Never"))
             )
-        return problems
+        return problems + gates.spec_errors(obj)
 
     def validate_update(self, new: JSONObject, old: JSONObject) -> list[FieldError]:
-        problems = self.validate(new)
+        problems = self._validate_pod(new)
         if problems:
             return problems
+        added_gates = gates.update_errors(new, old)
+        if added_gates:
+            return added_gates
         return _pod_update_errors(new, old)
 
     def spec_changed(self, new: JSONObject, old: JSONObject) -> bool:
@@ -343,16 +350,7 @@ def qos_class(pod: JSONObject) -> str:
 def _pod_update_errors(new: JSONObject, old: JSONObject) -> list[FieldError]:
     new_spec = _obj(new.get("spec"))
     old_spec = clone(_obj(old.get("spec")))
-    old_gates = [g.get("name") for g in _objects(old_spec.get("schedulingGates"))]
-    new_gates = [g.get("name") for g in _objects(new_spec.get("schedulingGates"))]
-    for gate in new_gates:
-        if gate not in old_gates:
-            return [
-                errors.forbidden(
-                    "spec.schedulingGates",
-                    f"only deletion is allowed, but found new scheduling gate '{gate}'",
-                )
-            ]
+    old_gates = gates.gate_names(old)
     comparable = clone(old_spec)
     for field in ("containers", "initContainers"):
         old_list = list(_objects(comparable.get(field)))

@@ -146,6 +146,8 @@ def _get(path: str) -> Cell:
 
 
 def _columns(rt: ResourceType) -> list[tuple[JSONObject, Cell]]:
+    if rt.columns is not None:
+        return rt.columns()
     name: tuple[JSONObject, Cell] = (_NAME, lambda o: (o.get("metadata") or {}).get("name"))
     age_column: tuple[JSONObject, Cell] = (
         _column(

@@ -15,11 +15,13 @@ from devapi.server import (
     DevAPIServerError,
 )
 from devapi.store import DEFAULT_HISTORY_SIZE
+from devapi.workloads.controllers import DEFAULT_RUN_SECONDS, WorkloadSettings
 
 logger = logging.getLogger(__name__)
 
 _DESCRIPTION = """\
-Run a Kubernetes test API server: pods, namespaces, priority classes, leases, CRDs and webhook
+Run a Kubernetes test API server: pods, namespaces, priority classes, leases, events,
+Deployments, ReplicaSets, Jobs, CronJobs (with their controllers), CRDs and webhook
 configurations, with resourceVersions, watches, selectors, server-side dry-run and the real
 admission chain calling your webhooks over HTTPS. Point kubectl or any client at the kubeconfig
 it writes. Fault injection: /__dev/faults.
@@ -96,6 +98,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="keep gracefully deleted pods until deleted again with grace 0 "
         "(no simulated kubelet finishes them)",
     )
+    parser.add_argument(
+        "--run-pods",
+        action="store_true",
+        help="schedule pods on a simulated node and run them: Running and ready; pods that do "
+        "not restart Always (Job pods) succeed after --pod-run-seconds",
+    )
+    parser.add_argument(
+        "--pod-run-seconds",
+        type=float,
+        default=DEFAULT_RUN_SECONDS,
+        metavar="SECONDS",
+        help="how long a Job's pod runs under --run-pods (default %(default)s)",
+    )
     tls = parser.add_argument_group("TLS (plain HTTP by default)")
     tls.add_argument("--tls", action="store_true", help="serve HTTPS with a generated certificate")
     tls.add_argument("--tls-cert-file", type=Path, metavar="FILE", help="serving certificate (PEM)")
@@ -125,6 +140,8 @@ def run_apiserver(args: argparse.Namespace) -> int:
             level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
     try:
+        if args.pod_run_seconds < 0:
+            raise ValueError("--pod-run-seconds must not be negative")
         services = parse_services(args.webhook_service)
         server = DevAPIServer(
             host=args.host,
@@ -137,6 +154,7 @@ def run_apiserver(args: argparse.Namespace) -> int:
             bookmark_interval=args.bookmark_interval,
             watch_timeout=args.watch_timeout,
             kubelet=not args.no_kubelet,
+            workloads=WorkloadSettings(run_pods=args.run_pods, run_seconds=args.pod_run_seconds),
             tls=args.tls,
             tls_cert_file=args.tls_cert_file,
             tls_key_file=args.tls_key_file,

@@ -475,7 +475,11 @@ def test_admission_review_fields_for_create_update_and_delete(
     finally:
         alice_client.close()
     create, update, delete = webhooks.requests("/all")
-    assert create["userInfo"] == {"username": "alice", "groups": ["team-a-devs"]}
+    # impersonation.go adds system:authenticated to an impersonated user's groups.
+    assert create["userInfo"] == {
+        "username": "alice",
+        "groups": ["team-a-devs", "system:authenticated"],
+    }
     assert (create["operation"], create["namespace"], create["name"]) == (
         "CREATE",
         "default",

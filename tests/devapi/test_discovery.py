@@ -31,6 +31,8 @@ def test_core_and_group_discovery(api_client: Api) -> None:
     assert groups == {
         "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1",
         "apiextensions.k8s.io": "apiextensions.k8s.io/v1",
+        "apps": "apps/v1",
+        "batch": "batch/v1",
         "coordination.k8s.io": "coordination.k8s.io/v1",
         "scheduling.k8s.io": "scheduling.k8s.io/v1",
     }
@@ -39,6 +41,7 @@ def test_core_and_group_discovery(api_client: Api) -> None:
 def test_core_resource_list(api_client: Api) -> None:
     resources = {r.name: r for r in api(client.CoreV1Api, api_client).get_api_resources().resources}
     assert set(resources) == {
+        "events",
         "pods",
         "pods/status",
         "pods/resize",
