@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
+import orjson
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -46,6 +47,7 @@ from tenants.controller import LedgerController
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
 from tenants.ledger import LedgerStore, LedgerUnavailable, Tier
 from tenants.queue import QueuedPod
+from tenants.queueing import has_gate
 from tenants.release import (
     PaceSettings,
     ReleasePace,
@@ -79,6 +81,8 @@ class PodClient(Protocol):
     """Blocking calls on pods (run in worker threads); failures are :class:`KubeError`."""
 
     def ungate(self, pod: QueuedPod, *, tier: Tier) -> None: ...
+
+    def gated(self, pod: QueuedPod) -> bool | None: ...
 
     def record(self, event: PodEvent, *, now: float) -> None: ...
 
@@ -122,9 +126,29 @@ class KubePodClient:
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
-            response.release_conn()
+            _drain(response)
         except Exception as exc:
             raise wrap(exc, action=action) from exc
+
+    def gated(self, pod: QueuedPod) -> bool | None:
+        """Whether the stored pod still carries tenantgate's gate (None: it is gone)."""
+        try:
+            response = self._core.read_namespaced_pod(
+                pod.name, pod.namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+            document = orjson.loads(_drain(response))
+        except Exception as exc:
+            error = wrap(exc, action=f"read pod {pod.key}")
+            if isinstance(error, KubeNotFound):
+                return None
+            raise error from exc
+        if not isinstance(document, dict):
+            raise KubeError(f"read pod {pod.key}: not a JSON object", reason="BadResponse")
+        metadata = document.get("metadata")
+        if not isinstance(metadata, dict) or metadata.get("uid") != pod.uid:
+            return None  # another pod of that name
+        spec = document.get("spec")
+        return has_gate(spec if isinstance(spec, dict) else {})
 
     def record(self, event: PodEvent, *, now: float) -> None:
         stamp = f"{now:.6f}".replace(".", "")
@@ -155,9 +179,19 @@ class KubePodClient:
             response = self._core.create_namespaced_event(
                 event.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             )
-            response.release_conn()
+            _drain(response)
         except Exception as exc:
             raise wrap(exc, action=f"record event {event.reason} for pod {event.name}") from exc
+
+
+def _drain(response: Any) -> bytes:
+    """Read the whole body before the connection goes back to the pool: a connection handed
+    back with unread bytes answers the next request with them."""
+    try:
+        data: bytes = response.data
+    finally:
+        response.release_conn()
+    return data
 
 
 @dataclass(slots=True)
@@ -172,6 +206,7 @@ class ReleaseStats:
     unschedulable: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> report
     evaluations: int = 0
     events_failed: int = 0
+    last_error: str = ""
 
     def observe_wait(self, tenant: str, tier: str, seconds: float) -> None:
         key = (tenant, tier)
@@ -270,7 +305,7 @@ class Releaser:
     @property
     def idle(self) -> bool:
         """Nothing to evaluate and nothing being released (for tests and benchmarks)."""
-        return not self._dirty and not self._evaluating and not self._in_flight
+        return not self._dirty and not self._evaluating and not self._in_flight and not self._timers
 
     # -- running -------------------------------------------------------------------------
 
@@ -370,6 +405,14 @@ class Releaser:
         try:
             await loop.run_in_executor(self._executor, lambda: self._client.ungate(pod, tier=tier))
         except KubeError as exc:
+            applied = await self._applied(pod, exc)
+            if applied is None:
+                # A lost answer: the PATCH may still apply. The booking stays (quota held,
+                # never over-admitted) until the pod is seen ungated, or it expires.
+                self._failed(tenant, pod, _reason(exc), str(exc))
+                return True
+            if applied:
+                return self._released_ok(tenant, pod, tier)
             try:
                 await self._store.transact(
                     tenant,
@@ -387,6 +430,25 @@ class Releaser:
                 )
             self._failed(tenant, pod, _reason(exc), str(exc))
             return True
+        return self._released_ok(tenant, pod, tier)
+
+    async def _applied(self, pod: QueuedPod, exc: KubeError) -> bool | None:
+        """Whether a PATCH that failed took effect all the same (its answer was lost).
+
+        False: the API server answered with a failure, so nothing was stored. True: no
+        answer (or a timeout, 504), and the pod, read again, has lost the gate. None: no
+        answer and no way to tell yet (the PATCH may still apply).
+        """
+        if exc.status and exc.status != 504:
+            return False
+        loop = asyncio.get_running_loop()
+        try:
+            gated = await loop.run_in_executor(self._executor, lambda: self._client.gated(pod))
+        except KubeError:
+            return None
+        return True if gated is False else None
+
+    def _released_ok(self, tenant: str, pod: QueuedPod, tier: Tier) -> bool:
         waited = max(self._clock() - pod.queued_at, 0.0)
         key = (tenant, tier)
         self.stats.released[key] = self.stats.released.get(key, 0) + 1
@@ -410,6 +472,7 @@ class Releaser:
 
     def _failed(self, tenant: str, pod: QueuedPod, reason: str, message: str) -> None:
         self.stats.errors[reason] = self.stats.errors.get(reason, 0) + 1
+        self.stats.last_error = f"{pod.key}: {message}"
         delay, given_up = self.pace.failure(pod.uid)
         if reason == "gone":
             return  # the watch takes it out of the queue

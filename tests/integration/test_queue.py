@@ -182,7 +182,19 @@ def settled(tenantgate: Tenantgate, tenant: str, cpu: str) -> None:
 
         return tenantgate.call(check)
 
-    eventually(done, f"{tenant} settled at cpu {cpu}")
+    try:
+        eventually(done, f"{tenant} settled at cpu {cpu}")
+    except AssertionError:
+        runtime = tenantgate.state
+        releaser = runtime.releaser
+        detail = tenantgate.call(
+            lambda: (
+                runtime.ledger.get(tenant),
+                releaser.stats if releaser is not None else None,
+                releaser.idle if releaser is not None else None,
+            )
+        )
+        raise AssertionError(f"{tenant} not settled at cpu {cpu}: {detail}") from None
 
 
 def fill(core: Any, namespace: str, count: int) -> None:
@@ -191,8 +203,15 @@ def fill(core: Any, namespace: str, count: int) -> None:
         assert not gated(stored)
 
 
-def delete(core: Any, namespace: str, name: str) -> None:
+def delete(core: Any, namespace: str, name: str, tenantgate: Tenantgate | None = None) -> None:
+    """Delete a pod; with ``tenantgate``, wait until its controller has seen it go."""
+    uid = core.read_namespaced_pod(name, namespace).metadata.uid
     core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    if tenantgate is not None:
+        eventually(
+            lambda: tenantgate.call(lambda: tenantgate.state.controller.tracked(uid)) is None,
+            f"tenantgate to see {name} deleted",
+        )
 
 
 # --------------------------------------------------------------------------- the basics
@@ -224,7 +243,7 @@ def test_over_quota_pods_wait_in_line_and_deletions_release_the_best_placed(
     ]
 
     for name in ("q-00", "q-03", "q-05", "q-07"):
-        delete(core, "team-q", name)
+        delete(core, "team-q", name, tenantgate)
     settled(tenantgate, "team-q", "12")
     eventually(lambda: len(listing(tenantgate, "team-q")) == 4, "4 pods released")
     assert {f"q-{i:02d}" for i in range(12, 16)} <= ungated(core, "team-q")
@@ -356,10 +375,10 @@ def test_higher_classes_go_first_and_aging_lets_an_old_low_class_pod_overtake(
         ("team-p/low", 100, 600),
         ("team-p/high-2", 500, 500),
     ]
-    delete(core, "team-p", "run-0")
+    delete(core, "team-p", "run-0", tenantgate)
     settled(tenantgate, "team-p", "2")
     assert ungated(core, "team-p") == {"run-1", "high-1"}
-    delete(core, "team-p", "run-1")
+    delete(core, "team-p", "run-1", tenantgate)
     settled(tenantgate, "team-p", "2")
     assert ungated(core, "team-p") == {"high-1", "low"}
     assert waiting(tenantgate, "team-p") == ["high-2"]
@@ -371,10 +390,10 @@ def test_strict_fifo_holds_the_line_behind_a_head_that_does_not_fit(
     fill(core, "team-s", 4)
     create(core, "team-s", "big", cpu="2")
     create(core, "team-s", "small", cpu="1")
-    delete(core, "team-s", "run-0")
+    delete(core, "team-s", "run-0", tenantgate)
     settled(tenantgate, "team-s", "3")
     assert waiting(tenantgate, "team-s") == ["big", "small"]
-    delete(core, "team-s", "run-1")
+    delete(core, "team-s", "run-1", tenantgate)
     settled(tenantgate, "team-s", "4")
     assert waiting(tenantgate, "team-s") == ["small"]
     assert "big" in ungated(core, "team-s")
@@ -386,18 +405,18 @@ def test_best_effort_fifo_skips_a_head_that_does_not_fit_until_it_reaches_max_bo
     fill(core, "team-b", 4)
     create(core, "team-b", "big-1", cpu="2")
     create(core, "team-b", "small-1", cpu="1")
-    delete(core, "team-b", "run-0")
+    delete(core, "team-b", "run-0", tenantgate)
     settled(tenantgate, "team-b", "4")
     assert "small-1" in ungated(core, "team-b")  # the head was skipped
     assert waiting(tenantgate, "team-b") == ["big-1"]
 
     create(core, "team-b", "small-2", cpu="1")
     clock.advance(120)  # big-1 has waited 2 intervals: boost 200 = maxBoost
-    delete(core, "team-b", "run-1")
+    delete(core, "team-b", "run-1", tenantgate)
     settled(tenantgate, "team-b", "3")
     # big-1 is at maxBoost: nobody behind it is released until it fits.
     assert waiting(tenantgate, "team-b") == ["big-1", "small-2"]
-    delete(core, "team-b", "run-2")
+    delete(core, "team-b", "run-2", tenantgate)
     settled(tenantgate, "team-b", "4")
     assert waiting(tenantgate, "team-b") == ["small-2"]
     assert "big-1" in ungated(core, "team-b")

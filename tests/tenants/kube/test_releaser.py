@@ -1,0 +1,134 @@
+"""The releaser's failure paths, with a pod client that fails on purpose.
+
+A refused PATCH cancels the booking; a PATCH whose answer was lost (no HTTP status) keeps it
+unless the pod, read again, shows the gate gone: the PATCH may still apply, and a cancelled
+booking under a released pod would over-admit. After eight failures a pod is given up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from classifier.quantities import Quantity
+from tenants.configfile import load_text
+from tenants.controller import LedgerController, pod_facts
+from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden
+from tenants.kube.releaser import PodEvent, Releaser, ungate_patch
+from tenants.ledger import MemoryLedger, Tier
+from tenants.queue import QueuedPod
+from tenants.release import PaceSettings
+
+CONFIG = """\
+priorityClasses:
+  tenant-burst: {value: 10}
+  tenant-guaranteed: {value: 1000}
+profiles: {general: {}}
+tenants:
+  q:
+    namespaces: [q]
+    quota: {guaranteed: {cpu: "1"}}
+    overQuota: queue
+"""
+NOW = 1_700_000_000.0
+
+
+def gated_pod(name: str, uid: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "q",
+            "uid": uid,
+            "resourceVersion": "7",
+            "creationTimestamp": "2023-11-14T22:13:20Z",
+            "labels": {"tenantgate.io/tier": "queued"},
+        },
+        "spec": {
+            "priority": 1000,
+            "schedulingGates": [{"name": "tenantgate.io/quota"}],
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+
+
+class FakePods:
+    def __init__(self, error: KubeError | None, *, gated: bool | None) -> None:
+        self.error = error
+        self.still_gated = gated
+        self.patches: list[str] = []
+        self.events: list[PodEvent] = []
+
+    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+        self.patches.append(pod.name)
+        if self.error is not None:
+            raise self.error
+
+    def gated(self, pod: QueuedPod) -> bool | None:
+        return self.still_gated
+
+    def record(self, event: PodEvent, *, now: float) -> None:
+        self.events.append(event)
+
+
+def run(fake: FakePods, *, rounds: int = 1) -> tuple[LedgerController, Releaser, MemoryLedger]:
+    policy = load_text(CONFIG).policy
+    store = MemoryLedger()
+    controller = LedgerController(store, policy=policy)
+    releaser = Releaser(controller, store, fake, clock=lambda: NOW, pace=PaceSettings())
+
+    async def main() -> None:
+        facts = pod_facts(gated_pod("p", "uid-p"))
+        assert facts is not None
+        controller.replace_pods([facts], now=NOW, initial=True)
+        for _ in range(rounds):
+            await releaser._evaluate("q")
+            queue = controller.queues.queues["q"]
+            queue.unpark("uid-p")  # as the backoff timer would
+
+    asyncio.run(main())
+    releaser.close()
+    return controller, releaser, store
+
+
+def cpu(ledger: MemoryLedger) -> Quantity | None:
+    return ledger.get("q").guaranteed.get("cpu")
+
+
+def test_a_refused_patch_cancels_the_booking_and_keeps_the_pod_in_line() -> None:
+    fake = FakePods(KubeConflict("changed", status=409), gated=True)
+    _, releaser, store = run(fake)
+    assert fake.patches == ["p"]
+    assert cpu(store) is None
+    assert len(store.get("q").queued) == 1
+    assert releaser.stats.errors == {"conflict": 1}
+
+
+def test_a_lost_answer_keeps_the_booking_while_the_pod_may_be_released() -> None:
+    fake = FakePods(KubeError("connection reset"), gated=True)
+    _, releaser, store = run(fake)
+    assert cpu(store) == Quantity.parse("1")  # held: the PATCH may still apply
+    assert releaser.stats.errors == {"unavailable": 1}
+
+
+def test_a_lost_answer_with_the_gate_gone_counts_as_released() -> None:
+    fake = FakePods(KubeError("connection reset"), gated=False)
+    _, releaser, store = run(fake)
+    assert cpu(store) == Quantity.parse("1")
+    assert releaser.stats.released == {("q", "guaranteed"): 1}
+    assert not releaser.stats.errors
+
+
+def test_after_eight_failures_the_pod_is_reported_and_skipped() -> None:
+    fake = FakePods(KubeForbidden("forbidden", status=403), gated=True)
+    _, releaser, _ = run(fake, rounds=10)
+    assert len(fake.patches) == 10  # the test unparks it; the real timer would not
+    assert list(releaser.stats.given_up) == ["q/p"]
+    assert releaser.stats.errors == {"forbidden": 10}
+
+
+def test_the_patch_deletes_only_tenantgate_s_gate_under_a_precondition() -> None:
+    pod = QueuedPod("u", "q", "p", 1000, 0.0, {}, "e", resource_version="42")
+    assert ungate_patch(pod, tier="guaranteed") == {
+        "metadata": {"resourceVersion": "42", "labels": {"tenantgate.io/tier": "guaranteed"}},
+        "spec": {"schedulingGates": [{"$patch": "delete", "name": "tenantgate.io/quota"}]},
+    }
