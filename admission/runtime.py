@@ -370,7 +370,7 @@ class Runtime:
             self.releaser = Releaser(
                 self.controller,
                 self.ledger,
-                KubePodClient(connection.api_client, host=settings.service),
+                KubePodClient(connection.api_client),
                 pace=pace,
                 unschedulable_after=settings.released_unschedulable_seconds,
                 clock=clock,

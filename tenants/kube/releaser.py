@@ -97,10 +97,6 @@ def ungate_patch(pod: QueuedPod, *, tier: Tier) -> dict[str, Any]:
     }
 
 
-def _micro_time(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _time(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -166,13 +162,11 @@ class KubePodClient:
             "reason": event.reason,
             "message": event.message,
             "type": event.type,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self._host or COMPONENT,
+            # A core/v1 event as client-go's EventRecorder writes it (no eventTime: that
+            # style also wants reportingController, reportingInstance and action).
+            "source": {"component": COMPONENT, **({"host": self._host} if self._host else {})},
             "firstTimestamp": _time(now),
             "lastTimestamp": _time(now),
-            "eventTime": _micro_time(now),
-            "action": event.reason,
             "count": 1,
         }
         try:

@@ -253,6 +253,24 @@ def test_over_quota_pods_wait_in_line_and_deletions_release_the_best_placed(
     assert stored.metadata.labels["tenantgate.io/tier"] == "guaranteed"
     assert not stored.spec.scheduling_gates
 
+    def story() -> list[tuple[str, str]]:
+        events = core.list_namespaced_event(
+            "team-q", field_selector="involvedObject.name=q-13"
+        ).items
+        return [(e.reason, e.message) for e in events if e.source.component == "tenantgate"]
+
+    eventually(lambda: len(story()) == 2, "Queued and Released events on q-13")
+    (queued_reason, queued_message), (released_reason, released_message) = story()
+    assert queued_reason == "Queued"
+    assert queued_message == (
+        "waiting for tenant team-q's guaranteed room behind the scheduling gate "
+        "tenantgate.io/quota: position 2 of 2"
+    )
+    assert released_reason == "Released"
+    assert released_message.startswith(
+        "released onto tenant team-q's guaranteed room after waiting "
+    )
+
 
 def test_max_pending_holds_under_200_concurrent_creates(
     tenantgate: Tenantgate, core: Any, kubeconfig: Path
