@@ -35,7 +35,7 @@ from admission.patch import make_json_patch
 from classifier.quantities import QuantityError
 from classifier.resources import pod_requests
 from classifier.templates import PodTemplate, find_pod_templates, pod_from_template
-from tenants.config import Policy
+from tenants.config import QUEUED_TIER, Policy
 from tenants.configfile import ConfigError, load_policy
 from tenants.decisions import PolicyAdmitter, Review
 from tenants.ledger import LedgerError, MemoryLedger, ledger_from_usage
@@ -314,9 +314,12 @@ async def review_documents(
 
 
 def verdict_of(row: Mapping[str, Any]) -> str:
+    """``allowed``, ``queued`` (admitted behind tenantgate's gate), ``denied`` or ``error``."""
     if row.get("error"):
         return "error"
-    return "allowed" if row.get("allowed") else "denied"
+    if not row.get("allowed"):
+        return "denied"
+    return "queued" if row.get("tier") == QUEUED_TIER else "allowed"
 
 
 def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -347,6 +350,15 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
         for line in lines
     ]
     for row in rows:
+        if verdict_of(row) == "queued":
+            where = f" {row['path']}" if row["path"] else ""
+            told = [w for w in row.get("warnings", ()) if w.startswith(f"{QUEUED_TIER}:")]
+            text.append("")
+            text.append(
+                f"{row['kind']}/{row['name']}{where} in namespace {row['namespace']} "
+                f"({row['file']}) would wait in its tenant's queue:"
+            )
+            text.extend(f"  {line}" for line in told[:1])
         if verdict_of(row) == "denied":
             where = f" {row['path']}" if row["path"] else ""
             text.append("")

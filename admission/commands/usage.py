@@ -61,10 +61,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def fetch_status(server: str, *, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
     """``GET {server}/status`` as JSON; :class:`UsageError` says why it failed."""
+    return fetch_document(server, "/status", timeout=timeout)
+
+
+def fetch_document(server: str, path: str, *, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
+    """``GET {server}{path}`` as a JSON object with ``tenants`` (``/status``, ``/queue``)."""
     base = server.rstrip("/")
     if not base.startswith(("http://", "https://")):
         raise UsageError(f"--server must be an http:// or https:// URL, not {server!r}")
-    url = f"{base}/status"
+    url = f"{base}{path}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
             body = response.read()
@@ -78,7 +83,7 @@ def fetch_status(server: str, *, timeout: float = TIMEOUT_SECONDS) -> dict[str, 
     except ValueError:
         raise UsageError(f"{url} did not answer JSON; is it a tenantgate metrics port?") from None
     if not isinstance(document, dict) or not isinstance(document.get("tenants"), dict):
-        raise UsageError(f"{url} did not answer a tenantgate status document")
+        raise UsageError(f"{url} did not answer a tenantgate {path.strip('/')} document")
     return document
 
 
@@ -185,6 +190,15 @@ def render(document: Mapping[str, Any], *, tenants: Sequence[str] | None = None)
                 ]
             )
             first = False
+        queue = entry.get("queue")
+        pending = queue.get("pending") if isinstance(queue, dict) else None
+        if isinstance(pending, int) and pending:
+            oldest = queue.get("oldestWaitSeconds") if isinstance(queue, dict) else None
+            waited = f", the oldest for {oldest:.0f}s" if isinstance(oldest, int | float) else ""
+            notes.append(
+                f"{name}: {pending} pod{'s' if pending != 1 else ''} queued{waited} "
+                "(tenantgate queue shows them)"
+            )
         reservations = entry.get("reservations")
         if isinstance(reservations, int) and reservations:
             notes.append(
@@ -226,4 +240,13 @@ def run_usage(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
     return EXIT_OK
 
 
-__all__ = ["DEFAULT_SERVER", "UsageError", "bar", "fetch_status", "register", "render", "run_usage"]
+__all__ = [
+    "DEFAULT_SERVER",
+    "UsageError",
+    "bar",
+    "fetch_document",
+    "fetch_status",
+    "register",
+    "render",
+    "run_usage",
+]

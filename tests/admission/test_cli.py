@@ -12,7 +12,7 @@ from admission.cli import build_parser
 def test_every_subcommand_is_registered() -> None:
     parser = build_parser()
     help_text = parser.format_help()
-    for command in ("certs", "dev", "lint", "review", "schema", "serve", "usage"):
+    for command in ("certs", "dev", "lint", "queue", "review", "schema", "serve", "usage"):
         assert command in help_text, command
 
 
