@@ -51,6 +51,7 @@ _FLAGS: dict[str, str] = {
     "--kubeconfig": "kubeconfig",
     "--offline": "offline",
     "--shutdown-grace-seconds": "shutdown_grace_seconds",
+    "--gate-owner": "gate_owner",
 }
 
 
@@ -113,6 +114,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--config-poll-seconds", metavar="S", help="how often the config file is checked (2)"
+    )
+    parser.add_argument(
+        "--gate-owner",
+        metavar="USER",
+        help="the one user that may remove the scheduling gate tenantgate.io/quota: tenantgate's "
+        "own identity (system:serviceaccount:NAMESPACE:tenantgate)",
     )
     parser.set_defaults(func=run_serve)
 

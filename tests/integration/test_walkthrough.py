@@ -78,11 +78,10 @@ class ServeProcess:
         return code
 
 
-@pytest.fixture
-def serve(kubeconfig: Path, cert_dir: Path, config_file: Path) -> Iterator[ServeProcess]:
+def start_serve(kubeconfig: Path, cert_dir: Path, config_file: Path, *extra: str) -> ServeProcess:
     env = {**os.environ, "TENANTGATE_SWEEP_SECONDS": "0.2", "TENANTGATE_RECOUNT_SECONDS": "1"}
     env.pop("KUBECONFIG", None)
-    process = ServeProcess(
+    return ServeProcess(
         [
             "--kubeconfig", str(kubeconfig),
             "--cert-dir", str(cert_dir),
@@ -93,15 +92,23 @@ def serve(kubeconfig: Path, cert_dir: Path, config_file: Path) -> Iterator[Serve
             "--metrics-port", "0",
             "--log-format", "json",
             "--shutdown-grace-seconds", "1",
+            *extra,
         ],
         env=env,
     )  # fmt: skip
+
+
+@pytest.fixture
+def serve(kubeconfig: Path, cert_dir: Path, config_file: Path) -> Iterator[ServeProcess]:
+    process = start_serve(kubeconfig, cert_dir, config_file)
     yield process
     if process.process.poll() is None:
         process.stop()
 
 
-def test_the_walkthrough(serve: ServeProcess, kubeconfig: Path, cert_dir: Path, core: Any) -> None:
+def test_the_walkthrough(
+    serve: ServeProcess, kubeconfig: Path, cert_dir: Path, config_file: Path, core: Any
+) -> None:
     webhook = f"https://127.0.0.1:{serve.ports['webhook']}"
     metrics = f"http://127.0.0.1:{serve.ports['metrics']}"
     register_webhooks(
@@ -168,3 +175,65 @@ def test_the_walkthrough(serve: ServeProcess, kubeconfig: Path, cert_dir: Path, 
 
     assert serve.stop() == 0
     assert "stopped" in serve.messages()
+
+    # 8c. Queue mode: the same tenants, over-quota pods wait in line.
+    queue_config = config_file.with_name("queue.yaml")
+    queue_config.write_text(
+        config_file.read_text().replace(
+            "      burst: {ratio: 1.5}\n", "      burst: {ratio: 1.5}\n    overQuota: queue\n", 1
+        )
+    )
+    queued = start_serve(kubeconfig, cert_dir, queue_config, "--gate-owner", "kubernetes-admin")
+    try:
+        walk_the_queue(queued, kubeconfig=kubeconfig, cert_dir=cert_dir, core=core)
+    finally:
+        assert queued.stop() == 0
+
+
+def walk_the_queue(serve: ServeProcess, *, kubeconfig: Path, cert_dir: Path, core: Any) -> None:
+    webhook = f"https://127.0.0.1:{serve.ports['webhook']}"
+    metrics = f"http://127.0.0.1:{serve.ports['metrics']}"
+    register_webhooks(
+        kubeconfig, url=webhook, ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes()
+    )
+    eventually(lambda: http_json(f"{metrics}/readyz")[0] == 200, "/readyz")
+    tiers = []
+    for index in (1, 2, 3):
+        stored = core.create_namespaced_pod("team-a", pod(f"queued-{index}", cpu="1"))
+        tiers.append(stored.metadata.labels["tenantgate.io/tier"])
+    assert tiers == ["burst", "queued", "queued"]
+
+    def queue(*args: str) -> list[str]:
+        result = subprocess.run(
+            [*TENANTGATE, "queue", "--server", metrics, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()
+
+    eventually(lambda: len(queue("--tenant", "team-a")) == 3, "two pods in tenantgate queue")
+    lines = queue("--tenant", "team-a")
+    assert lines[0].split() == [
+        "TENANT", "POSITION", "POD", "PRIORITY", "EFFECTIVE", "REQUEST", "WAITED"
+    ]  # fmt: skip
+    assert lines[1].split()[:5] == ["team-a", "1", "team-a/queued-2", "1000", "1000"]
+    assert lines[2].split()[:4] == ["2", "team-a/queued-3", "1000", "1000"]
+
+    core.delete_namespaced_pod("worker-0", "team-a", grace_period_seconds=0)
+    eventually(lambda: len(queue("--tenant", "team-a")) == 2, "queued-2 released")
+    assert queue("--tenant", "team-a")[1].split()[:3] == ["team-a", "1", "team-a/queued-3"]
+    released = core.read_namespaced_pod("queued-2", "team-a")
+    assert released.metadata.labels["tenantgate.io/tier"] == "guaranteed"
+    assert not released.spec.scheduling_gates
+
+    def reasons() -> list[str]:
+        events = core.list_namespaced_event(
+            "team-a", field_selector="involvedObject.name=queued-2"
+        ).items
+        return [event.reason for event in events]
+
+    eventually(lambda: reasons() == ["Queued", "Released"], "Queued and Released events")
