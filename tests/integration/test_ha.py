@@ -271,7 +271,14 @@ class Cluster:
         return items
 
 
-def start_replica(name: str, *, config_file: Path, cert_dir: Path, kubeconfig: Path) -> Replica:
+def start_replica(
+    name: str,
+    *,
+    config_file: Path,
+    cert_dir: Path,
+    kubeconfig: Path,
+    environment: dict[str, str] | None = None,
+) -> Replica:
     argv = [
         sys.executable,
         "-m",
@@ -296,7 +303,7 @@ def start_replica(name: str, *, config_file: Path, cert_dir: Path, kubeconfig: P
         "--shutdown-grace-seconds",
         "1",
     ]
-    process = start_process(argv, env={**ENVIRONMENT, "POD_NAME": name})
+    process = start_process(argv, env={**ENVIRONMENT, **(environment or {}), "POD_NAME": name})
     port, metrics_port = process.endpoints()
     return Replica(name, process, port, metrics_port)
 
@@ -309,10 +316,14 @@ def ha_cluster(
     guaranteed: int,
     ceiling: int,
     backend: str = "kubernetes",
+    config: str | None = None,
+    environment: dict[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """The test API server with the CRD, ``replicas`` tenantgate processes, webhooks registered.
 
     ``backend: memory`` (one replica) is the single-process baseline the benchmark compares with.
+    ``config`` replaces the config file (it is formatted with ``ttl``, ``guaranteed``,
+    ``ceiling`` and ``backend`` as :data:`CONFIG` is); ``environment`` is added to the replicas'.
     """
     if backend == "memory" and replicas != 1:
         raise ValueError("the memory backend serves one replica only")
@@ -326,7 +337,9 @@ def ha_cluster(
     certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
     config_file = directory / "tenantgate.yaml"
     config_file.write_text(
-        CONFIG.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling, backend=backend)
+        (config if config is not None else CONFIG).format(
+            ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling, backend=backend
+        )
     )
     with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
         api.registry.bootstrap(
@@ -344,6 +357,7 @@ def ha_cluster(
                             config_file=config_file,
                             cert_dir=cert_dir,
                             kubeconfig=kubeconfig,
+                            environment=environment,
                         ),
                         range(replicas),
                     )

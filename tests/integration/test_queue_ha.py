@@ -1,0 +1,234 @@
+"""Queue mode with three replicas sharing one ledger, and the leader killed mid-run.
+
+600 concurrent operations (400 creates, 200 deletes of running pods) against a tenant whose
+guarantee holds ``ROOM`` pods, with ``overQuota: queue``. A watch of the namespace follows every
+pod: at no instant do more than ``ROOM`` pods run without the gate (0 over-admission), and
+once the deletions stop, the new leader has released exactly as many as fit, kept every other
+pod in line in creation order, and the TenantLedger equals the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+
+from tests.integration.harness import eventually
+from tests.integration.test_ha import (
+    NAMESPACE,
+    RETRYABLE,
+    WAIT,
+    Cluster,
+    ha_cluster,
+)
+
+pytestmark = pytest.mark.slow
+
+GATE = "tenantgate.io/quota"
+ROOM = 20
+
+CONFIG = """\
+apiVersion: tenantgate.io/v1alpha1
+kind: TenantgateConfig
+priorityClasses:
+  tenant-burst: {{value: 10, preemptionPolicy: Never}}
+  tenant-guaranteed: {{value: 1000}}
+profiles: {{general: {{}}}}
+reservationTTLSeconds: {ttl}
+ledger: {{backend: {backend}}}
+tenants:
+  team-a:
+    namespaces: [team-a]
+    quota:
+      guaranteed: {{pods: "{guaranteed}"}}
+    overQuota: queue
+    queue: {{maxPending: 1000}}
+"""
+
+
+def gated(item: dict[str, Any]) -> bool:
+    gates = (item.get("spec") or {}).get("schedulingGates") or []
+    return any(gate.get("name") == GATE for gate in gates)
+
+
+class Running:
+    """Every pod of the namespace from one watch; the most ever running ungated at once."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._api = cluster.api_client()
+        self._pods: dict[str, bool] = {}  # name -> running ungated
+        self.most = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        watcher: Any = watch.Watch
+        self._watch: Any = watcher()
+        core: Any = client.CoreV1Api(self._api)
+        listed = core.list_namespaced_pod(NAMESPACE, _preload_content=False)
+        document = json.loads(listed.data)
+        listed.release_conn()
+        self._version = document["metadata"]["resourceVersion"]
+        for item in document["items"]:
+            self._apply("ADDED", item)
+        self._thread = threading.Thread(target=self._run, args=(core,), daemon=True)
+        self._thread.start()
+
+    def _apply(self, kind: str, item: dict[str, Any]) -> None:
+        name = item["metadata"]["name"]
+        with self._lock:
+            if kind == "DELETED":
+                self._pods.pop(name, None)
+            else:
+                self._pods[name] = not gated(item) and not item["metadata"].get("deletionTimestamp")
+            self.most = max(self.most, sum(self._pods.values()))
+
+    def _run(self, core: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in self._watch.stream(
+                    core.list_namespaced_pod,
+                    NAMESPACE,
+                    resource_version=self._version,
+                    timeout_seconds=30,
+                    _preload_content=False,
+                ):
+                    raw = event["raw_object"]
+                    self._version = raw["metadata"]["resourceVersion"]
+                    self._apply(event["type"], raw)
+            except Exception:  # a dropped watch resumes from the last version
+                time.sleep(0.05)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return sorted(name for name, up in self._pods.items() if up)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._watch.stop()
+        self._api.close()
+
+
+def create(core: Any, name: str) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+    }
+    for attempt in range(60):
+        try:
+            core.create_namespaced_pod(NAMESPACE, body, _request_timeout=30)
+        except client.ApiException as exc:
+            if exc.status == 409 and "AlreadyExists" in str(exc.body):
+                return
+            if exc.status in RETRYABLE:
+                time.sleep(random.uniform(0.01, 0.05) * min(attempt + 1, 10))
+                continue
+            raise AssertionError(f"{name}: {exc.status}: {exc.body}") from exc
+        except Exception:
+            time.sleep(0.05)
+            continue
+        return
+    raise AssertionError(f"{name}: still told to retry after 60 attempts")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Any:
+    with ha_cluster(
+        tmp_path,
+        guaranteed=ROOM,
+        ceiling=ROOM,
+        config=CONFIG,
+        environment={"TENANTGATE_GATE_OWNER": "kubernetes-admin"},
+    ) as running:
+        yield running
+
+
+def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
+    cluster: Cluster,
+) -> None:
+    observer = Running(cluster)
+    api = cluster.api_client(pool=16)
+    core = client.CoreV1Api(api)
+    deleted: list[str] = []
+    deletes_done = threading.Event()
+
+    def deleter() -> None:
+        # 200 deletions of running pods, as they appear: each frees room for one queued pod.
+        while len(deleted) < 200:
+            candidates = [n for n in observer.running() if n not in deleted]
+            if not candidates:
+                time.sleep(0.01)
+                continue
+            name = random.choice(candidates)
+            try:
+                core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+            deleted.append(name)
+        deletes_done.set()
+
+    killed = threading.Event()
+
+    def creator(index: int) -> None:
+        create(core, f"p-{index:03d}")
+        if index == 200 and not killed.is_set():
+            killed.set()
+            cluster.leader().kill()
+
+    try:
+        worker = threading.Thread(target=deleter, daemon=True)
+        worker.start()
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            list(pool.map(creator, range(400)))
+        assert deletes_done.wait(WAIT * 3), f"only {len(deleted)} deletions"
+        survivors = [r for r in cluster.replicas if r.alive]
+        assert len(survivors) == 2
+
+        # Once a new leader holds the Lease, the room is filled again, and no more.
+        def settled() -> bool:
+            return len(observer.running()) == ROOM
+
+        try:
+            eventually(settled, f"{ROOM} pods running again", timeout=WAIT)
+        except AssertionError:
+            status = json.loads(cluster.leader().get("/status")[1])
+            raise AssertionError(
+                f"{len(observer.running())} running of {len(cluster.pods())} pods; ledger "
+                f"{cluster.ledger_status().get('used')}; leader's queue {status.get('queue')}"
+            ) from None
+        assert observer.most <= ROOM, f"{observer.most} pods ran at once for room {ROOM}"
+        leader = cluster.leader()
+        assert leader.alive
+        pods = cluster.pods()
+        waiting = [p for p in pods if gated(p)]
+        assert len(pods) == 400 - len(deleted)
+        assert len(waiting) == len(pods) - ROOM
+
+        def listed() -> list[str]:
+            code, body = leader.get("/queue?tenant=team-a")
+            assert code == 200
+            rows = json.loads(body)["tenants"]["team-a"]["pods"]
+            return [row["pod"].split("/", 1)[1] for row in rows]
+
+        expected = [
+            p["metadata"]["name"]
+            for p in sorted(
+                waiting,
+                key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]),
+            )
+        ]
+        eventually(lambda: listed() == expected, "every waiting pod in line, in order")
+        status = cluster.ledger_status()
+        assert status["used"]["guaranteed"]["pods"] == str(ROOM)
+        assert len(status.get("queued", [])) == len(waiting)
+    finally:
+        observer.stop()
+        api.close()
