@@ -21,6 +21,7 @@ from typing import Any, Final
 import orjson
 
 from bench import core, ha, memory, report, scale, stats
+from bench import queue as queue_bench
 from bench.configgen import compile_generated, generate_config
 from bench.core import Point
 from bench.serverload import LoadPlan, run_server_load
@@ -28,7 +29,7 @@ from bench.stack import Pipeline, memory_ledger, offline_runtime
 from bench.workload import Workload, build_workload, load_sources
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
-PHASES: Final = ("core", "server", "scale", "memory", "ha")
+PHASES: Final = ("core", "server", "scale", "memory", "ha", "queue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,11 +374,45 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
 
+    def run_queue() -> None:
+        progress("queue: release latency with 1,000 queued, re-evaluation, admission, memory")
+        measured = queue_bench.measure(quick=args.quick)
+        results["queue"] = measured
+        release = measured["release"]
+        reevaluation = measured["reevaluation_us"]
+        admission = measured["admission"]
+        figures["queue_release_p99_ms"] = release["p99_ms"]
+        figures["queue_reeval_ratio"] = reevaluation["ratio"]
+        figures["queue_admission_ratio"] = admission["ratio"]
+        figures["queue_bytes_per_pod"] = measured["memory_bytes_per_queued_pod"]
+        extra_rows.extend(
+            [
+                report.Row(
+                    "queue: release latency p50/p99/max",
+                    f"{release['p50_ms']}/{release['p99_ms']}/{release['max_ms']} ms "
+                    f"({release['samples']} releases, {release['queued']} queued)",
+                ),
+                report.Row(
+                    "queue: µs per re-evaluation by queued pods",
+                    ", ".join(
+                        f"{int(size):,}: {value}"
+                        for size, value in reevaluation.items()
+                        if size != "ratio"
+                    ),
+                ),
+                report.Row(
+                    "queue: admission pair CPU admitted / queued",
+                    f"{admission['admitted_us']} / {admission['queued_us']} µs",
+                ),
+            ]
+        )
+
     phase("core", run_core)
     phase("server", run_server)
     phase("scale", run_scale)
     phase("memory", run_memory)
     phase("ha", run_ha)
+    phase("queue", run_queue)
 
     full_size = not args.quick
     applicable = {

@@ -53,6 +53,10 @@ TARGETS: Final = (
     Target("rules_ratio", "scale: CPU/pair, 10 -> 1,000 rules", "x", "<=", 2),
     Target("rest_rss_mib", "memory: RSS, 10,000 tenants + 150,000 pods", " MiB", "<=", 200),
     Target("rebuild_seconds", "memory: ledger rebuild of 150,000 pods", " s", "<=", 10),
+    Target("queue_release_p99_ms", "queue: release latency p99, 1,000 queued", " ms", "<=", 100),
+    Target("queue_reeval_ratio", "queue: CPU/re-evaluation, 100 -> 10,000 queued", "x", "<=", 1.5),
+    Target("queue_admission_ratio", "queue: admission CPU, queued / admitted", "x", "<=", 3),
+    Target("queue_bytes_per_pod", "queue: memory per queued pod", " B", "<=", 2048),
 )
 
 

@@ -39,6 +39,10 @@ def test_every_issue_target_is_there() -> None:
         "rules_ratio",
         "rest_rss_mib",
         "rebuild_seconds",
+        "queue_release_p99_ms",
+        "queue_reeval_ratio",
+        "queue_admission_ratio",
+        "queue_bytes_per_pod",
     }
 
 
