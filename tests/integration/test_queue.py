@@ -12,6 +12,7 @@ creation timestamps, never by sleeping.
 from __future__ import annotations
 
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -252,6 +253,16 @@ def test_over_quota_pods_wait_in_line_and_deletions_release_the_best_placed(
     stored = core.read_namespaced_pod("q-12", "team-q")
     assert stored.metadata.labels["tenantgate.io/tier"] == "guaranteed"
     assert not stored.spec.scheduling_gates
+    with urllib.request.urlopen(f"{tenantgate.metrics_url}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    assert 'tenantgate_queue_pending{tenant="team-q"} 4.0' in metrics
+    assert 'tenantgate_queue_released_total{tenant="team-q",tier="guaranteed"} 4.0' in metrics
+    assert (
+        'tenantgate_queue_wait_seconds_bucket{le="+Inf",tenant="team-q",tier="guaranteed"} 4.0'
+        in (metrics)
+    )
+    assert 'tenantgate_queue_wait_seconds_bucket{le="0.1",' in metrics
+    assert "tenantgate_queue_oldest_wait_seconds{" in metrics
 
     def story() -> list[tuple[str, str]]:
         events = core.list_namespaced_event(

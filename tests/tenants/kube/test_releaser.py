@@ -8,6 +8,7 @@ booking under a released pod would over-admit. After eight failures a pod is giv
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from classifier.quantities import Quantity
@@ -132,3 +133,33 @@ def test_the_patch_deletes_only_tenantgate_s_gate_under_a_precondition() -> None
         "metadata": {"resourceVersion": "42", "labels": {"tenantgate.io/tier": "guaranteed"}},
         "spec": {"schedulingGates": [{"$patch": "delete", "name": "tenantgate.io/quota"}]},
     }
+
+
+def test_a_released_pod_unschedulable_too_long_is_reported_once() -> None:
+    fake = FakePods(None, gated=False)
+    controller, releaser, _ = run(fake)
+    assert releaser.stats.released == {("q", "guaranteed"): 1}
+    stored = gated_pod("p", "uid-p")
+    del stored["spec"]["schedulingGates"]
+    stored["metadata"]["labels"]["tenantgate.io/tier"] = "guaranteed"
+    stored["status"] = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "lastTransitionTime": "2023-11-14T22:00:00Z",  # 800 s before NOW
+            }
+        ]
+    }
+    facts = pod_facts(stored)
+    assert facts is not None
+    assert facts.unschedulable_since is not None
+    releaser._events = ThreadPoolExecutor(max_workers=1)  # closed by run(): a fresh one
+    controller.apply_pod(facts, now=NOW)
+    releaser._check_released(NOW)
+    releaser._check_released(NOW + 1)
+    releaser.close()
+    assert list(releaser.stats.unschedulable) == ["q/p"]
+    assert [e.reason for e in fake.events].count("ReleasedUnschedulable") == 1
+    assert releaser.status()["releasedUnschedulable"]["q/p"]["tenant"] == "q"
