@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: help install run test check format lint typecheck contracts bench bench-quick manifests clean
+.PHONY: help install run test check format lint typecheck contracts bench bench-quick manifests devapi-schema clean
 
 help:
 	@echo "make run         install and start the webhook on the embedded defaults (https://localhost:8443)"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench       full benchmark run (writes bench/results/latest.json)"
 	@echo "make bench-quick benchmark run under two minutes"
 	@echo "make manifests  refresh the config copy in deploy/webhooks from examples/tenantgate.yaml"
+	@echo "make devapi-schema rebuild devapi/schemas/kubernetes.json from kubernetes-validate"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +54,9 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python -m bench --quick
+
+devapi-schema: install
+	$(BIN)/python -m devapi.schemabuild
 
 manifests:
 	cp examples/tenantgate.yaml deploy/webhooks/tenantgate.yaml

@@ -1,0 +1,394 @@
+"""The test API server behaves as the real kube-apiserver where tenantgate can tell.
+
+Each test drives the server with the real ``kubernetes`` client (or kubectl) and names, in its
+docstring, the upstream file and function whose behaviour it checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from kubernetes import client
+
+from tests.devapi.support import (
+    Api,
+    TLSMaterial,
+    WebhookServer,
+    allow,
+    hook,
+    json_patch,
+    pod,
+    register,
+    status_of,
+    warnings_of,
+)
+
+
+def mutating(
+    api_client: Api,
+    webhooks: WebhookServer,
+    tls: TLSMaterial,
+    name: str,
+    handler: Any,
+    **fields: Any,
+) -> None:
+    register(
+        api_client,
+        name,
+        hook(
+            f"{name}.example.com", webhooks.route(f"/{name}", handler), tls, mutating=True, **fields
+        ),
+        mutating=True,
+    )
+
+
+def validating(
+    api_client: Api,
+    webhooks: WebhookServer,
+    tls: TLSMaterial,
+    name: str,
+    handler: Any,
+    **fields: Any,
+) -> None:
+    register(
+        api_client,
+        name,
+        hook(f"{name}.example.com", webhooks.route(f"/{name}", handler), tls, **fields),
+        mutating=False,
+    )
+
+
+def raw_pod(core: Api, name: str) -> dict[str, Any]:
+    """The stored pod as the server sends it (the client's typed models would drop unknown
+    fields themselves)."""
+    response = core.read_namespaced_pod(name, "default", _preload_content=False)
+    loaded: dict[str, Any] = orjson.loads(response.data)
+    return loaded
+
+
+def utf8_warnings(headers: Any) -> list[str]:
+    """Warning texts, as UTF-8 (the client library reads header bytes as Latin-1)."""
+    return [text.encode("latin-1").decode("utf-8") for text in warnings_of(headers)]
+
+
+# --- the patched object is decoded into the typed Pod ------------------------------------------
+
+
+def test_a_patch_adding_an_unknown_field_is_pruned(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """mutating/dispatcher.go (callAttrMutatingHook): the patched JSON is decoded with the
+    non-strict serializer (runtime/serializer/json/json.go, Serializer.Decode), which drops
+    fields the Pod type does not have, silently, also ones that differ only in case."""
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "prune",
+        allow(
+            **json_patch(
+                {"op": "add", "path": "/spec/priorityClassNme", "value": "typo"},
+                {"op": "add", "path": "/spec/containers/0/Image", "value": "other:1"},
+                {"op": "add", "path": "/metadata/labels", "value": {"kept": "yes"}},
+            )
+        ),
+    )
+    _, _, headers = core.create_namespaced_pod_with_http_info("default", pod("web"))
+    stored = raw_pod(core, "web")
+    assert "priorityClassNme" not in stored["spec"]
+    assert "Image" not in stored["spec"]["containers"][0]
+    assert stored["spec"]["containers"][0]["image"] == "registry.example/app:1.0"
+    assert stored["metadata"]["labels"] == {"kept": "yes"}
+    assert warnings_of(headers) == []
+
+
+def test_a_patch_with_a_mistyped_field_is_refused_as_an_internal_error(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """mutating/dispatcher.go (callAttrMutatingHook): a decoding error of the patched object is
+    apierrors.NewInternalError(err); the text is encoding/json's UnmarshalTypeError as
+    sigs.k8s.io/json reports it (decode.go, addErrorContext: the struct, the JSON field path,
+    the Go type). Unknown fields in the same patch do not matter."""
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "mistyped",
+        allow(
+            **json_patch(
+                {"op": "add", "path": "/spec/unknownField", "value": {"a": 1}},
+                {"op": "add", "path": "/spec/priority", "value": "high"},
+            )
+        ),
+    )
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", pod("web"))
+    assert raised.value.status == 500
+    status = status_of(raised.value)
+    cause = "json: cannot unmarshal string into Go struct field PodSpec.spec.priority of type int32"
+    assert status["reason"] == "InternalError"
+    assert status["message"] == f"Internal error occurred: {cause}"
+    assert status["details"] == {"causes": [{"message": cause}]}
+    assert core.list_namespaced_pod("default").items == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "cause"),
+    [
+        (
+            "/spec/containers/0/resources",
+            {"requests": {"cpu": True}},
+            "quantities must match the regular expression "
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        ),
+        (
+            "/spec/terminationGracePeriodSeconds",
+            1.5,
+            "json: cannot unmarshal number 1.5 into Go struct field "
+            "PodSpec.spec.terminationGracePeriodSeconds of type int64",
+        ),
+        (
+            "/spec/containers/0/ports",
+            {"containerPort": 80},
+            "json: cannot unmarshal object into Go struct field Container.spec.containers.ports "
+            "of type []v1.ContainerPort",
+        ),
+        (
+            "/metadata/labels",
+            {"a": 1},
+            "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of "
+            "type string",
+        ),
+    ],
+)
+def test_mistyped_values_are_refused_with_the_decoders_text(
+    api_client: Api,
+    core: Api,
+    webhooks: WebhookServer,
+    webhook_tls: TLSMaterial,
+    path: str,
+    value: Any,
+    cause: str,
+) -> None:
+    """Quantity.UnmarshalJSON (api/resource/quantity.go) returns ErrFormatWrong for a value
+    that is not a quantity; encoding/json's literalStore reports a fraction for an integer as
+    ``number 1.5``, a JSON object for a list as ``object``, with the field path of
+    decodeState.errorContext (JSON names, no list indexes)."""
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "mistyped",
+        allow(**json_patch({"op": "add", "path": path, "value": value})),
+    )
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", pod("web"))
+    assert raised.value.status == 500
+    assert status_of(raised.value)["message"] == f"Internal error occurred: {cause}"
+
+
+# --- reinvocation: did a webhook change the object? ---------------------------------------------
+
+
+def test_a_patch_that_changes_nothing_semantically_triggers_no_reinvocation(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """mutating/dispatcher.go (callAttrMutatingHook): ``changed`` is
+    !apiequality.Semantic.DeepEqual(old, new) (apimachinery/pkg/api/equality/semantic.go):
+    quantities compare by value, and third_party/forked/golang/reflect/deep_equal.go takes an
+    empty map or slice as equal to a missing one. So rewriting ``100m`` as ``0.1`` and adding
+    empty maps changes nothing, and no IfNeeded webhook is called again."""
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "a-first",
+        allow(),
+        reinvocationPolicy="IfNeeded",
+    )
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "b-second",
+        allow(
+            **json_patch(
+                {
+                    "op": "replace",
+                    "path": "/spec/containers/0/resources/requests/cpu",
+                    "value": "0.1",
+                },
+                {"op": "add", "path": "/spec/nodeSelector", "value": {}},
+                {"op": "add", "path": "/metadata/annotations", "value": {}},
+                {"op": "add", "path": "/spec/unknownField", "value": "x"},
+            )
+        ),
+    )
+    body = pod("web")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    core.create_namespaced_pod("default", body)
+    assert len(webhooks.received("/b-second")) == 1
+    assert len(webhooks.received("/a-first")) == 1
+
+
+def test_a_semantic_change_still_reinvokes(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """mutating/dispatcher.go (Dispatch): a real change (here a quantity's value) makes the
+    IfNeeded webhooks invoked before it run once more."""
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "a-first",
+        allow(),
+        reinvocationPolicy="IfNeeded",
+    )
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "b-second",
+        allow(
+            **json_patch(
+                {
+                    "op": "replace",
+                    "path": "/spec/containers/0/resources/requests/cpu",
+                    "value": "0.2",
+                }
+            )
+        ),
+    )
+    body = pod("web")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    core.create_namespaced_pod("default", body)
+    assert len(webhooks.received("/a-first")) == 2
+
+
+# --- admissionReviewVersions ---------------------------------------------------------------------
+
+
+def test_the_first_supported_review_version_is_sent(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """webhook/request/admissionreview.go (CreateAdmissionObjects): the first version of
+    admissionReviewVersions the server knows (v1, v1beta1) is sent; VerifyAdmissionResponse
+    checks neither uid, apiVersion nor patchType of a v1beta1 answer and takes its patch as a
+    JSONPatch."""
+
+    def v1beta1(review: dict[str, Any]) -> dict[str, Any]:
+        patch = json_patch({"op": "add", "path": "/metadata/labels", "value": {"seen": "beta"}})
+        return {"allowed": True, "patch": patch["patch"]}  # no patchType, as old webhooks did
+
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "beta",
+        v1beta1,
+        admissionReviewVersions=["v2", "v1beta1", "v1"],
+    )
+    mutating(api_client, webhooks, webhook_tls, "v1", allow(), admissionReviewVersions=["v1"])
+    created = core.create_namespaced_pod("default", pod("web"))
+    assert created.metadata.labels == {"seen": "beta"}
+    (beta,) = webhooks.received("/beta")
+    assert beta["apiVersion"] == "admission.k8s.io/v1beta1"
+    (v1,) = webhooks.received("/v1")
+    assert v1["apiVersion"] == "admission.k8s.io/v1"
+
+
+# --- denials -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["mutating", "validating"])
+@pytest.mark.parametrize(("given", "expected"), [(None, 400), (200, 400), (399, 400), (429, 429)])
+def test_a_denial_code_below_400_becomes_400(
+    api_client: Api,
+    core: Api,
+    webhooks: WebhookServer,
+    webhook_tls: TLSMaterial,
+    kind: str,
+    given: int | None,
+    expected: int,
+) -> None:
+    """webhook/errors/statuserror.go (ToStatusErr): a rejection with a code below 400 (a
+    missing code is 0) is answered 400, with status Failure; the message is prefixed."""
+    status: dict[str, Any] = {"message": "no room"}
+    if given is not None:
+        status["code"] = given
+    denial = allow(allowed=False, status=status)
+    if kind == "mutating":
+        mutating(api_client, webhooks, webhook_tls, "deny", denial)
+    else:
+        validating(api_client, webhooks, webhook_tls, "deny", denial)
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", pod("web"))
+    assert raised.value.status == expected
+    answer = status_of(raised.value)
+    assert answer["code"] == expected
+    assert answer["status"] == "Failure"
+    assert answer["message"] == 'admission webhook "deny.example.com" denied the request: no room'
+
+
+# --- warnings ------------------------------------------------------------------------------------
+
+
+def test_warnings_are_truncated_in_characters_and_capped(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """endpoints/filters/warning.go (recorder.AddWarning): once the warnings pass 4096
+    characters (runes, not bytes) in total, every warning is cut to 256 characters and
+    replayed; later ones are added while the total is below 4096. util/net/http.go
+    (NewWarningHeader) refuses a text with a control character: a warning with a newline is
+    dropped."""
+    long = [f"{i:02d}" + "é" * 998 for i in range(5)]  # 1000 characters, 2000 bytes each
+    dropped = "two\nlines"
+    mutating(api_client, webhooks, webhook_tls, "warn", allow(warnings=[dropped, "short", *long]))
+    _, _, headers = core.create_namespaced_pod_with_http_info("default", pod("web"))
+    texts = utf8_warnings(headers)
+    # Four long ones fit (4005 characters with "short"); the fifth starts the truncation.
+    assert texts == ["short", *(text[:256] for text in long)]
+
+
+def test_warnings_within_the_limit_are_sent_whole(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """endpoints/filters/warning.go (recorder.AddWarning): below 4096 characters nothing is
+    truncated, whatever the byte length."""
+    texts = [f"{i}" + "é" * 1500 for i in range(2)]  # 3002 characters, about 6000 bytes
+    mutating(api_client, webhooks, webhook_tls, "warn", allow(warnings=texts))
+    _, _, headers = core.create_namespaced_pod_with_http_info("default", pod("web"))
+    assert utf8_warnings(headers) == texts
+
+
+# --- validating webhooks run in parallel ---------------------------------------------------------
+
+
+def test_validating_webhooks_answer_the_first_failure_to_arrive(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """validating/dispatcher.go (Dispatch): every webhook is called in its own goroutine; the
+    error returned is the first one sent to the channel, not the first in webhook order. The
+    first webhook here never answers (its call fails at its timeout); the second denies at
+    once."""
+
+    def silent(review: dict[str, Any]) -> dict[str, Any]:
+        webhooks.release.wait(60)
+        return {"allowed": True}
+
+    validating(api_client, webhooks, webhook_tls, "a-silent", silent, timeoutSeconds=3)
+    validating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "b-deny",
+        allow(allowed=False, status={"code": 403, "message": "no"}),
+    )
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", pod("web"))
+    assert status_of(raised.value)["message"] == (
+        'admission webhook "b-deny.example.com" denied the request: no'
+    )
+    assert len(webhooks.received("/a-silent")) == 1
