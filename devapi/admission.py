@@ -112,12 +112,14 @@ class AdmissionChain:
         equivalents: Equivalents,
         caller: WebhookCaller,
         in_tree: Sequence[InTreePlugin] = (),
+        in_tree_validators: Sequence[InTreePlugin] = (),
     ) -> None:
         self._webhooks = webhooks
         self._namespace_labels = namespace_labels
         self._equivalents = equivalents
         self._caller = caller
         self._in_tree = tuple(in_tree)
+        self._in_tree_validators = tuple(in_tree_validators)
 
     async def mutate(self, request: AdmissionRequest, *, defaulter: Defaulter) -> None:
         """Run the mutating phase; ``request.object`` ends as the admitted object."""
@@ -235,6 +237,9 @@ class AdmissionChain:
         and returns the first error read from the shared channel: whichever failed first,
         not the first in webhook order. The calls still running are not cancelled.
         """
+        # The in-tree validating plugins come first, in plugin order (plugins.go).
+        for plugin in self._in_tree_validators:
+            plugin(request)
         _, validating = self._webhooks()
         invocations = [inv for hook in validating if (inv := self._should_call(hook, request))]
         if not invocations:

@@ -14,6 +14,7 @@ from typing import Any
 from classifier.quantities import Quantity, QuantityError
 from devapi import errors, meta
 from devapi.errors import FieldError
+from devapi.limitranger import default_limit_range, validate_limit_range
 from devapi.patching import (
     GENERIC_PATCH_META,
     NAMESPACE_PATCH_META,
@@ -21,15 +22,19 @@ from devapi.patching import (
     WEBHOOK_CONFIGURATION_PATCH_META,
     PatchMeta,
 )
+from devapi.poddefaults import canonical_quantity, default_pod_resources
 from devapi.resources import (
     CRDS,
+    LIMIT_RANGES,
     MUTATING_WEBHOOKS,
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
+    RUNTIME_CLASSES,
     VALIDATING_WEBHOOKS,
     ResourceType,
 )
+from devapi.runtimeclass import validate_runtime_class, validate_runtime_class_update
 from devapi.store import clone
 from devapi.types import JSONObject
 from devapi.webhooks import default_webhooks, validate_configuration
@@ -181,6 +186,7 @@ class PodStrategy(Strategy):
         for field in ("containers", "initContainers"):
             for container in _objects(spec.get(field)):
                 _default_container(container)
+        default_pod_resources(obj)
 
     def prepare_for_create(self, obj: JSONObject) -> None:
         super().prepare_for_create(obj)
@@ -243,14 +249,6 @@ def _default_container(container: JSONObject) -> None:
         container["imagePullPolicy"] = "Always" if _latest(image) else "IfNotPresent"
     for port in _objects(container.get("ports")):
         port.setdefault("protocol", "TCP")
-    resources = container.setdefault("resources", {})
-    if isinstance(resources, dict):
-        limits = resources.get("limits")
-        if isinstance(limits, dict) and limits:
-            requests = resources.setdefault("requests", {})
-            if isinstance(requests, dict):
-                for name, value in limits.items():
-                    requests.setdefault(name, value)
 
 
 def _latest(image: str) -> bool:
@@ -685,11 +683,35 @@ class WebhookConfigurationStrategy(Strategy):
         return problems + validate_configuration(obj, mutating=self.rt.key == MUTATING_WEBHOOKS.key)
 
 
+class LimitRangeStrategy(Strategy):
+    def default(self, obj: JSONObject) -> None:
+        default_limit_range(obj)
+        for item in _objects(_obj(obj.get("spec")).get("limits")):
+            for field in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+                values = item.get(field)
+                if isinstance(values, dict):
+                    for name, value in values.items():
+                        values[name] = canonical_quantity(value)
+
+    def validate(self, obj: JSONObject) -> list[FieldError]:
+        return super().validate(obj) + validate_limit_range(obj)
+
+
+class RuntimeClassStrategy(Strategy):
+    def validate(self, obj: JSONObject) -> list[FieldError]:
+        return super().validate(obj) + validate_runtime_class(obj)
+
+    def validate_update(self, new: JSONObject, old: JSONObject) -> list[FieldError]:
+        return super().validate(new) + validate_runtime_class_update(new, old)
+
+
 def strategy_for(rt: ResourceType) -> Strategy:
     if rt.custom:
         return CustomResourceStrategy(rt)
     kinds: dict[tuple[str, str], type[Strategy]] = {
         PODS.key: PodStrategy,
+        LIMIT_RANGES.key: LimitRangeStrategy,
+        RUNTIME_CLASSES.key: RuntimeClassStrategy,
         NAMESPACES.key: NamespaceStrategy,
         PRIORITY_CLASSES.key: PriorityClassStrategy,
         CRDS.key: CRDStrategy,

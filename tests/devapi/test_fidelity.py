@@ -60,6 +60,12 @@ def validating(
     )
 
 
+def raw(response: Any) -> dict[str, Any]:
+    """The JSON body of a call made with ``_preload_content=False``."""
+    loaded: dict[str, Any] = orjson.loads(response.data)
+    return loaded
+
+
 def raw_pod(core: Api, name: str) -> dict[str, Any]:
     """The stored pod as the server sends it (the client's typed models would drop unknown
     fields themselves)."""
@@ -392,3 +398,263 @@ def test_validating_webhooks_answer_the_first_failure_to_arrive(
         'admission webhook "b-deny.example.com" denied the request: no'
     )
     assert len(webhooks.received("/a-silent")) == 1
+
+
+# --- in-tree admission ---------------------------------------------------------------------------
+
+
+def limit_range(core: Api, **item: Any) -> None:
+    core.create_namespaced_limit_range(
+        "default",
+        {"metadata": {"name": "limits"}, "spec": {"limits": [{"type": "Container", **item}]}},
+    )
+
+
+def test_limit_ranger_defaults_containers_before_the_webhooks(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """plugin/pkg/admission/limitranger/admission.go (PodMutateLimitFunc,
+    mergeContainerResources) fills missing limits from ``default`` and requests from
+    ``defaultRequest``, and says so in the kubernetes.io/limit-ranger annotation; defaults.go
+    (SetDefaults_LimitRangeItem) defaults ``default`` from ``max`` and ``defaultRequest`` from
+    ``default``. It runs before MutatingAdmissionWebhook (plugins.go, AllOrderedPlugins)."""
+    limit_range(
+        core, default={"cpu": "500m"}, defaultRequest={"cpu": "100m"}, max={"memory": "1Gi"}
+    )
+    stored = core.read_namespaced_limit_range("limits", "default")
+    assert stored.spec.limits[0].default == {"cpu": "500m", "memory": "1Gi"}
+    assert stored.spec.limits[0].default_request == {"cpu": "100m", "memory": "1Gi"}
+    mutating(api_client, webhooks, webhook_tls, "seen", allow())
+    body = pod("web")
+    body["spec"]["initContainers"] = [
+        {"name": "init", "image": "init:1", "resources": {"requests": {"cpu": "50m"}}}
+    ]
+    created = core.create_namespaced_pod("default", body)
+    app = created.spec.containers[0].resources
+    assert (app.requests, app.limits) == (
+        {"cpu": "100m", "memory": "1Gi"},
+        {"cpu": "500m", "memory": "1Gi"},
+    )
+    assert created.metadata.annotations["kubernetes.io/limit-ranger"] == (
+        "LimitRanger plugin set: cpu, memory request for container app; cpu, memory limit for "
+        "container app; memory request for init container init; cpu, memory limit for init "
+        "container init"
+    )
+    (review,) = webhooks.requests("/seen")
+    assert review["object"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "cpu": "500m",
+        "memory": "1Gi",
+    }
+
+
+def test_limit_ranger_refuses_what_exceeds_the_maximum(core: Api) -> None:
+    """limitranger/admission.go (PodValidateLimitFunc, maxConstraint): a limit above ``max`` is
+    refused with admission.NewForbidden (403), in the plugin's words."""
+    limit_range(core, max={"memory": "1Gi"})
+    body = pod("web")
+    body["spec"]["containers"][0]["resources"] = {"limits": {"memory": "2Gi"}}
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", body)
+    assert raised.value.status == 403
+    assert status_of(raised.value)["message"] == (
+        'pods "web" is forbidden: maximum memory usage per Container is 1Gi, but limit is 2Gi'
+    )
+
+
+def test_limit_ranger_checks_the_pod_after_the_mutating_webhooks(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """The validating half of LimitRanger (Validate) runs after the mutating webhooks, so a
+    webhook that raises a limit past the maximum is refused."""
+    limit_range(core, max={"cpu": "1"})
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "raise",
+        allow(
+            **json_patch(
+                {"op": "replace", "path": "/spec/containers/0/resources/limits/cpu", "value": "2"},
+                {
+                    "op": "replace",
+                    "path": "/spec/containers/0/resources/requests/cpu",
+                    "value": "2",
+                },
+            )
+        ),
+    )
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", pod("web"))
+    assert raised.value.status == 403
+    # maxConstraint reports the limit first and stops there.
+    assert status_of(raised.value)["message"] == (
+        'pods "web" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
+    )
+
+
+def runtime_class(api_client: Api, **fields: Any) -> None:
+    node: Api = client.NodeV1Api(api_client)
+    node.create_runtime_class({"metadata": {"name": "kata"}, "handler": "kata", **fields})
+
+
+def test_runtime_class_sets_the_overhead(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """plugin/pkg/admission/runtimeclass/admission.go (Admit, setOverhead, setScheduling):
+    the pod gets the class's overhead, node selector and tolerations before the webhooks."""
+    runtime_class(
+        api_client,
+        overhead={"podFixed": {"cpu": "250m", "memory": "120Mi"}},
+        scheduling={
+            "nodeSelector": {"sandbox": "kata"},
+            "tolerations": [{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    )
+    mutating(api_client, webhooks, webhook_tls, "seen", allow())
+    created = core.create_namespaced_pod("default", pod("web", runtimeClassName="kata"))
+    assert created.spec.overhead == {"cpu": "250m", "memory": "120Mi"}
+    assert created.spec.node_selector == {"sandbox": "kata"}
+    assert ("sandbox", "NoSchedule") in {(t.key, t.effect) for t in created.spec.tolerations}
+    (review,) = webhooks.requests("/seen")
+    assert review["object"]["spec"]["overhead"] == {"cpu": "250m", "memory": "120Mi"}
+
+
+@pytest.mark.parametrize(
+    ("runtime", "overhead", "message"),
+    [
+        ("kata", {"cpu": "1"}, "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined "
+         "Overhead"),
+        ("missing", None, 'pod rejected: RuntimeClass "missing" not found'),
+        (None, {"cpu": "1"}, "pod rejected: Pod Overhead set without corresponding RuntimeClass "
+         "defined Overhead"),
+    ],
+)  # fmt: skip
+def test_runtime_class_refuses_a_mismatching_overhead(
+    api_client: Api,
+    core: Api,
+    runtime: str | None,
+    overhead: dict[str, str] | None,
+    message: str,
+) -> None:
+    """runtimeclass/admission.go (setOverhead, prepareObjects, validateOverhead): a pod whose
+    overhead differs from its class's, a missing class, or an overhead without a class that
+    defines one are refused with 403."""
+    runtime_class(api_client, overhead={"podFixed": {"cpu": "250m"}})
+    spec: dict[str, Any] = {}
+    if runtime is not None:
+        spec["runtimeClassName"] = runtime
+    if overhead is not None:
+        spec["overhead"] = overhead
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", pod("web", **spec))
+    assert raised.value.status == 403
+    assert status_of(raised.value)["message"] == f'pods "web" is forbidden: {message}'
+
+
+def test_runtime_class_refuses_a_webhook_that_changes_the_overhead(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """runtimeclass/admission.go (Validate, validateOverhead) runs after the mutating
+    webhooks."""
+    runtime_class(api_client, overhead={"podFixed": {"cpu": "250m"}})
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "overhead",
+        allow(**json_patch({"op": "replace", "path": "/spec/overhead", "value": {"cpu": "1"}})),
+    )
+    with pytest.raises(client.ApiException) as raised:
+        core.create_namespaced_pod("default", pod("web", runtimeClassName="kata"))
+    assert raised.value.status == 403
+
+
+def test_service_account_defaults_and_token_volume(core: Api) -> None:
+    """plugin/pkg/admission/serviceaccount/admission.go (Admit, mountServiceAccountToken,
+    TokenVolumeSource): serviceAccountName defaults to ``default``, a projected
+    kube-api-access-xxxxx volume is added and mounted read-only in every container; not when
+    the pod opts out."""
+    body = pod("web")
+    body["spec"]["initContainers"] = [{"name": "init", "image": "init:1"}]
+    created = raw(core.create_namespaced_pod("default", body, _preload_content=False))
+    spec = created["spec"]
+    assert spec["serviceAccountName"] == "default"
+    (volume,) = spec["volumes"]
+    assert volume["name"].startswith("kube-api-access-")
+    assert len(volume["name"]) == len("kube-api-access-") + 5
+    assert volume["projected"]["defaultMode"] == 420
+    assert [s for source in volume["projected"]["sources"] for s in source] == [
+        "serviceAccountToken",
+        "configMap",
+        "downwardAPI",
+    ]
+    mount = {
+        "name": volume["name"],
+        "readOnly": True,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+    }
+    assert spec["containers"][0]["volumeMounts"] == [mount]
+    assert spec["initContainers"][0]["volumeMounts"] == [mount]
+
+    opted_out = core.create_namespaced_pod(
+        "default", pod("quiet", automountServiceAccountToken=False)
+    )
+    assert opted_out.spec.volumes is None
+    assert opted_out.spec.service_account_name == "default"
+
+
+def test_default_toleration_seconds_also_runs_on_update(core: Api) -> None:
+    """plugin/pkg/admission/defaulttolerationseconds/admission.go: the plugin handles Create and
+    Update, so an update that drops the not-ready/unreachable tolerations gets them back (and
+    passes the update validation that only allows added tolerations)."""
+    created = core.create_namespaced_pod("default", pod("web"))
+    assert {t.key for t in created.spec.tolerations} == {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }
+    added = {"key": "dedicated", "operator": "Exists"}
+    updated = core.patch_namespaced_pod("web", "default", {"spec": {"tolerations": [added]}})
+    assert [t.key for t in updated.spec.tolerations] == [
+        "dedicated",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ]
+
+
+def test_defaulting_rounds_quantities_to_milli_and_writes_them_canonically(core: Api) -> None:
+    """pkg/apis/core/v1/defaults.go (SetDefaults_ResourceList): every quantity of a resource
+    list is rounded up to milli; api/resource/quantity.go (Quantity.String, CanonicalizeBytes)
+    writes it in canonical form."""
+    body = pod("web")
+    body["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1.5m", "memory": "1024Mi", "ephemeral-storage": "0.5Gi"},
+        "limits": {"cpu": "0.1", "memory": "1Gi"},
+    }
+    created = raw(core.create_namespaced_pod("default", body, _preload_content=False))
+    resources = created["spec"]["containers"][0]["resources"]
+    assert resources == {
+        "requests": {"cpu": "2m", "memory": "1Gi", "ephemeral-storage": "512Mi"},
+        "limits": {"cpu": "100m", "memory": "1Gi"},
+    }
+
+
+def test_pod_level_requests_default_from_the_containers_and_the_limits(core: Api) -> None:
+    """pkg/apis/core/v1/defaults.go (defaultPodRequests): with pod-level limits, a missing
+    pod-level request is the containers' aggregate request (AggregateContainerRequests:
+    sidecars included) where containers ask for it, else the pod-level limit."""
+    body = pod("web")
+    body["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "1Gi"}}
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m"}}
+    body["spec"]["initContainers"] = [
+        {
+            "name": "sidecar",
+            "image": "proxy:1",
+            "restartPolicy": "Always",
+            "resources": {"requests": {"cpu": "250m"}},
+        }
+    ]
+    created = raw(core.create_namespaced_pod("default", body, _preload_content=False))
+    assert created["spec"]["resources"] == {
+        "limits": {"cpu": "2", "memory": "1Gi"},
+        "requests": {"cpu": "750m", "memory": "1Gi"},
+    }
