@@ -382,41 +382,59 @@ def _pod_update_errors(new: JSONObject, old: JSONObject) -> list[FieldError]:
 
 
 def resized_pod(new: JSONObject, old: JSONObject) -> tuple[JSONObject, list[FieldError]]:
-    """The stored pod after a ``resize``: only containers' cpu and memory (and resize policy)."""
+    """The stored pod after a ``resize``: only the cpu and memory (and resize policy) of
+    containers and of sidecars (restartable init containers).
+
+    ``pkg/registry/core/pod/strategy.go`` (``dropNonResizeUpdates``) keeps the resources of
+    containers and init containers; ``validation.go`` (``ValidatePodResize``) refuses a change
+    to a non-sidecar init container's resources.
+    """
     result = clone(old)
-    old_containers = list(_objects(_obj(result.get("spec")).get("containers")))
-    new_containers = list(_objects(_obj(new.get("spec")).get("containers")))
-    if len(old_containers) != len(new_containers):
-        return result, [errors.forbidden("spec", POD_RESIZE_FORBIDDEN)]
     candidate = clone(_obj(new.get("spec")))
-    for i, (before, after) in enumerate(zip(old_containers, new_containers, strict=True)):
-        if after.get("name") != before.get("name"):
-            return result, [
-                errors.forbidden(
-                    f"spec.containers[{i}].name",
-                    "containers may not be renamed or reordered on resize",
-                )
-            ]
-        problems = _resize_resource_errors(
-            _obj(before.get("resources")), _obj(after.get("resources")), f"spec.containers[{i}]"
-        )
-        if problems:
-            return result, problems
-        mirrored = list(_objects(candidate.get("containers")))[i]
-        for field in ("resources", "resizePolicy"):
-            if field in before:
-                mirrored[field] = clone(before[field])
-            else:
-                mirrored.pop(field, None)
+    pairs: list[tuple[str, int, JSONObject, JSONObject]] = []
+    for field in ("containers", "initContainers"):
+        old_containers = list(_objects(_obj(result.get("spec")).get(field)))
+        new_containers = list(_objects(_obj(new.get("spec")).get(field)))
+        if len(old_containers) != len(new_containers):
+            return result, [errors.forbidden("spec", POD_RESIZE_FORBIDDEN)]
+        for i, (before, after) in enumerate(zip(old_containers, new_containers, strict=True)):
+            path = f"spec.{field}[{i}]"
+            if after.get("name") != before.get("name"):
+                return result, [
+                    errors.forbidden(
+                        f"{path}.name", "containers may not be renamed or reordered on resize"
+                    )
+                ]
+            if field == "initContainers" and before.get("restartPolicy") != "Always":
+                if _obj(before.get("resources")) != _obj(after.get("resources")):
+                    return result, [
+                        errors.forbidden(
+                            f"{path}.resources",
+                            "resources for non-sidecar init containers are immutable",
+                        )
+                    ]
+                continue
+            problems = _resize_resource_errors(
+                _obj(before.get("resources")), _obj(after.get("resources")), path
+            )
+            if problems:
+                return result, problems
+            mirrored = list(_objects(candidate.get(field)))[i]
+            for key in ("resources", "resizePolicy"):
+                if key in before:
+                    mirrored[key] = clone(before[key])
+                else:
+                    mirrored.pop(key, None)
+            pairs.append((field, i, before, after))
     PodStrategy(PODS).default({"spec": candidate})
     if candidate != _obj(old.get("spec")):
         return result, [errors.forbidden("spec", POD_RESIZE_FORBIDDEN)]
-    for before, after in zip(old_containers, new_containers, strict=True):
-        for field in ("resources", "resizePolicy"):
-            if field in after:
-                before[field] = clone(after[field])
+    for _, _, before, after in pairs:
+        for key in ("resources", "resizePolicy"):
+            if key in after:
+                before[key] = clone(after[key])
             else:
-                before.pop(field, None)
+                before.pop(key, None)
     old_qos = _obj(old.get("status")).get("qosClass") or qos_class(old)
     if qos_class(result) != old_qos:
         return result, [

@@ -658,3 +658,65 @@ def test_pod_level_requests_default_from_the_containers_and_the_limits(core: Api
         "limits": {"cpu": "2", "memory": "1Gi"},
         "requests": {"cpu": "750m", "memory": "1Gi"},
     }
+
+
+# --- resize --------------------------------------------------------------------------------------
+
+
+def pod_with_init_containers() -> dict[str, Any]:
+    body = pod("web")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    body["spec"]["initContainers"] = [
+        {
+            "name": "proxy",
+            "image": "proxy:1",
+            "restartPolicy": "Always",
+            "resources": {"requests": {"cpu": "100m"}},
+        },
+        {"name": "setup", "image": "setup:1", "resources": {"requests": {"cpu": "100m"}}},
+    ]
+    return body
+
+
+def test_a_sidecar_can_be_resized(core: Api) -> None:
+    """pkg/registry/core/pod/strategy.go (dropNonResizeUpdates) keeps the new resources of
+    restartable init containers on pods/resize, as of containers."""
+    core.create_namespaced_pod("default", pod_with_init_containers())
+    resized = core.patch_namespaced_pod_resize(
+        "web",
+        "default",
+        {
+            "spec": {
+                "initContainers": [
+                    {"name": "proxy", "resources": {"requests": {"cpu": "300m"}}},
+                    {"name": "setup"},
+                ]
+            }
+        },
+    )
+    assert resized.spec.init_containers[0].resources.requests == {"cpu": "300m"}
+    assert resized.spec.init_containers[1].resources.requests == {"cpu": "100m"}
+
+
+def test_a_plain_init_container_cannot_be_resized(core: Api) -> None:
+    """pkg/apis/core/validation/validation.go (ValidatePodResize): the resources of a
+    non-sidecar init container are immutable."""
+    core.create_namespaced_pod("default", pod_with_init_containers())
+    with pytest.raises(client.ApiException) as raised:
+        core.patch_namespaced_pod_resize(
+            "web",
+            "default",
+            {
+                "spec": {
+                    "initContainers": [
+                        {"name": "proxy"},
+                        {"name": "setup", "resources": {"requests": {"cpu": "300m"}}},
+                    ]
+                }
+            },
+        )
+    assert raised.value.status == 422
+    assert status_of(raised.value)["message"] == (
+        'Pod "web" is invalid: spec.initContainers[1].resources: Forbidden: resources for '
+        "non-sidecar init containers are immutable"
+    )
