@@ -626,8 +626,8 @@ async def _body(request: Request, *, allow_list: bool = False) -> Any:
         raise APIError(413, "RequestEntityTooLarge", "the request is too large", details={})
     content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if not allow_list and content_type not in _BODY_TYPES:
-        # Protobuf (kubectl's typed clients: `kubectl create namespace`, `kubectl run`) and
-        # CBOR are not decoded here; JSON and YAML are.
+        # Protobuf (kubectl's typed clients: `kubectl create namespace`, `kubectl create
+        # deployment`) and CBOR are not decoded here; JSON and YAML are.
         raise errors.unsupported_media_type(content_type, ("application/json", "application/yaml"))
     try:
         if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):

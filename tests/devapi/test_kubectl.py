@@ -184,3 +184,26 @@ def test_namespaces_priority_classes_and_api_resources(kubectl: Kubectl) -> None
     resources = kubectl("api-resources", "--no-headers").stdout
     names = {line.split()[0] for line in resources.splitlines()}
     assert {"pods", "namespaces", "priorityclasses", "leases", "customresourcedefinitions"} <= names
+
+
+@pytest.mark.parametrize(
+    ("args", "subject"),
+    [
+        (("create", "namespace", "team-b"), "namespaces"),
+        (("create", "priorityclass", "batch", "--value=5"), "priorityclasses"),
+    ],
+)
+def test_kubectl_commands_that_send_protobuf_get_the_real_415_and_the_json_way(
+    kubectl: Kubectl, args: tuple[str, ...], subject: str
+) -> None:
+    """apiserver/pkg/endpoints/handlers/negotiation/errors.go (errUnsupportedMediaType): a body
+    in a media type the server does not decode is 415 UnsupportedMediaType with the accepted
+    types; this server adds how to send the object as JSON instead (kubectl apply -f)."""
+    result = kubectl(*args)
+    assert result.code == 1
+    assert (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json, application/yaml; this API server reads no protobuf" in result.stderr
+    )
+    assert "write the object in YAML and use kubectl apply -f FILE" in result.stderr
+    assert args[2] not in kubectl("get", subject, "-o", "name").stdout
