@@ -19,23 +19,14 @@ from typing import Any
 from classifier.quantities import Quantity, QuantityError
 from devapi import errors
 from devapi.errors import APIError, FieldError
+from devapi.jsonvalues import obj as _obj
+from devapi.jsonvalues import objects as _objects
 from devapi.poddefaults import aggregate
 from devapi.types import JSONObject
 
 ANNOTATION = "kubernetes.io/limit-ranger"
 LIMIT_TYPES = ("Container", "Pod", "PersistentVolumeClaim")
 _MAX_MILLI_VALUE = (2**63 - 1) // 1000
-
-
-def _obj(value: Any) -> JSONObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _objects(value: Any) -> Iterator[JSONObject]:
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                yield item
 
 
 def _items(limit_range: JSONObject) -> Iterator[JSONObject]:

@@ -17,21 +17,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from classifier.quantities import Quantity, QuantityError
+from devapi.jsonvalues import obj as _obj
+from devapi.jsonvalues import objects as _objects
 from devapi.types import JSONObject
 
 _MILLI = 1_000_000  # nanos per milli-unit
 _HUGEPAGES = "hugepages-"
-
-
-def _obj(value: Any) -> JSONObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _objects(value: Any) -> Iterator[JSONObject]:
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                yield item
 
 
 def canonical_quantity(value: Any) -> Any:

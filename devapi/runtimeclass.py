@@ -18,6 +18,7 @@ from typing import Any
 from classifier.quantities import Quantity, QuantityError
 from devapi import errors, meta
 from devapi.errors import APIError, FieldError
+from devapi.jsonvalues import obj as _obj
 from devapi.types import JSONObject
 
 ClassLookup = Callable[[str], JSONObject | None]
@@ -26,10 +27,6 @@ OVERHEAD_MISMATCH = "pod rejected: Pod's Overhead doesn't match RuntimeClass's d
 OVERHEAD_WITHOUT_CLASS = (
     "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
 )
-
-
-def _obj(value: Any) -> JSONObject:
-    return value if isinstance(value, dict) else {}
 
 
 def _subject(pod: JSONObject) -> str:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from typing import Any
 
+from devapi.jsonvalues import obj as _obj
 from devapi.types import JSONObject
 
 DEFAULT_SERVICE_ACCOUNT = "default"
@@ -26,10 +26,6 @@ MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 TOKEN_EXPIRATION_SECONDS = 3607
 # apiserver/pkg/storage/names: SimpleNameGenerator's alphabet (no vowels, no ambiguous digits).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def _obj(value: Any) -> JSONObject:
-    return value if isinstance(value, dict) else {}
 
 
 def _containers(spec: JSONObject) -> Iterator[JSONObject]:

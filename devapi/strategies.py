@@ -14,6 +14,8 @@ from typing import Any
 from classifier.quantities import Quantity, QuantityError
 from devapi import errors, meta
 from devapi.errors import FieldError
+from devapi.jsonvalues import obj as _obj
+from devapi.jsonvalues import objects as _objects
 from devapi.limitranger import default_limit_range, validate_limit_range
 from devapi.patching import (
     GENERIC_PATCH_META,
@@ -58,17 +60,6 @@ SYSTEM_PRIORITY_CLASSES = {
 }
 HIGHEST_USER_PRIORITY = 1_000_000_000
 TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-def _obj(value: Any) -> JSONObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _objects(value: Any) -> Iterator[JSONObject]:
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                yield item
 
 
 @dataclass(frozen=True)
