@@ -5,8 +5,9 @@ Run ``make devapi-schema`` (``python -m devapi.schemabuild``) after raising the 
 ``tests/devapi/test_schema.py`` fails while the committed file differs from what this builds.
 Only the types reachable from :data:`ROOTS` are kept, and of each only what decoding needs:
 the Go type name (for the decoder's error texts) and each field's type, written as
-``string``, ``bytes``, ``bool``, ``int32``, ``int64``, ``float64``, ``quantity``, ``intstr``,
-``time``, ``any``, ``[]T``, ``map[string]T`` or the name of another kept type.
+``string`` (``string:<Go type>`` for a named string type), ``bytes``, ``bool``, ``int32``,
+``int64``, ``float64``, ``quantity``, ``intstr``, ``time``, ``any``, ``[]T``, ``map[string]T`` or
+the name of another kept type.
 
 It runs at build time only (``kubernetes-validate`` is a test dependency); the server reads the
 JSON file it writes.
@@ -23,6 +24,46 @@ from typing import Any
 KUBERNETES_VERSION = "1.37.0"
 ROOTS = ("io.k8s.api.core.v1.Pod",)
 OUTPUT = Path(__file__).parent / "schemas" / "kubernetes.json"
+
+# Fields whose Go type is a named string type (k8s.io/api/core/v1/types.go,
+# apimachinery/pkg/apis/meta/v1/types.go): the OpenAPI definitions say only "string", while
+# the decoder's error text names the Go type. Written as ``string:<Go type>``.
+NAMED_STRINGS = {
+    "io.k8s.api.core.v1.PodSpec": {
+        "dnsPolicy": "v1.DNSPolicy",
+        "preemptionPolicy": "v1.PreemptionPolicy",
+        "restartPolicy": "v1.RestartPolicy",
+    },
+    "io.k8s.api.core.v1.Container": {
+        "imagePullPolicy": "v1.PullPolicy",
+        "restartPolicy": "v1.ContainerRestartPolicy",
+        "terminationMessagePolicy": "v1.TerminationMessagePolicy",
+    },
+    "io.k8s.api.core.v1.Toleration": {
+        "effect": "v1.TaintEffect",
+        "operator": "v1.TolerationOperator",
+    },
+    "io.k8s.api.core.v1.TopologySpreadConstraint": {
+        "nodeAffinityPolicy": "v1.NodeInclusionPolicy",
+        "nodeTaintsPolicy": "v1.NodeInclusionPolicy",
+        "whenUnsatisfiable": "v1.UnsatisfiableConstraintAction",
+    },
+    "io.k8s.api.core.v1.ContainerPort": {"protocol": "v1.Protocol"},
+    "io.k8s.api.core.v1.NodeSelectorRequirement": {"operator": "v1.NodeSelectorOperator"},
+    "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement": {
+        "operator": "v1.LabelSelectorOperator"
+    },
+    "io.k8s.api.core.v1.PodStatus": {"phase": "v1.PodPhase", "qosClass": "v1.PodQOSClass"},
+    "io.k8s.api.core.v1.PodCondition": {
+        "status": "v1.ConditionStatus",
+        "type": "v1.PodConditionType",
+    },
+    "io.k8s.api.core.v1.ContainerResizePolicy": {
+        "resourceName": "v1.ResourceName",
+        "restartPolicy": "v1.ResourceResizeRestartPolicy",
+    },
+    "io.k8s.api.core.v1.PodOS": {"name": "v1.OSName"},
+}
 
 _SPECIAL = {
     "io.k8s.apimachinery.pkg.api.resource.Quantity": "quantity",
@@ -91,6 +132,9 @@ def build(version: str = KUBERNETES_VERSION) -> dict[str, Any]:
             field: _field_type(schema, pending)
             for field, schema in sorted((definition.get("properties") or {}).items())
         }
+        for field, go_name in NAMED_STRINGS.get(name, {}).items():
+            if fields.get(field) == "string":
+                fields[field] = f"string:{go_name}"
         types[name] = {"go": name.rsplit(".", 1)[-1], "fields": fields}
     return {
         "kubernetes": version,

@@ -15,8 +15,9 @@ The real server decodes a webhook's patched object into the typed kind
   its error wins.
 
 Type names in the error text come from the schema (``schemas/kubernetes.json``, built by
-:mod:`devapi.schemabuild`): a string field of a named Go string type (``v1.RestartPolicy``) is
-reported as ``string``, every map of quantities as ``v1.ResourceList``.
+:mod:`devapi.schemabuild`): the named string types of the pod's policy and scheduling fields
+are listed there (``v1.RestartPolicy``, ``v1.TaintEffect``, ...), any other string field is
+reported as ``string``, and every map of quantities as ``v1.ResourceList``.
 
 Semantic equality follows ``apimachinery/pkg/api/equality`` (``Semantic.DeepEqual``) on top of
 ``third_party/forked/golang/reflect/deep_equal.go``: quantities compare by value (``100m`` ==
@@ -85,6 +86,8 @@ def go_type(expr: str) -> str:
     }
     if expr in simple:
         return simple[expr]
+    if expr.startswith("string:"):
+        return expr[len("string:") :]
     return "v1." + str(schema().types[expr]["go"])
 
 
@@ -114,7 +117,7 @@ class _Decoder:
             return self._list(expr, value)
         if expr.startswith("map[string]"):
             return self._map(expr, value)
-        if expr in ("string", "bytes"):
+        if expr in ("string", "bytes") or expr.startswith("string:"):
             if isinstance(value, str):
                 return True, value
             return self._mismatch(value, expr)
@@ -209,7 +212,7 @@ def _number_text(value: int | float) -> str:
 
 
 def _zero(expr: str) -> Any:
-    if expr in ("string", "bytes"):
+    if expr in ("string", "bytes") or expr.startswith("string:"):
         return ""
     if expr == "bool":
         return False

@@ -162,6 +162,12 @@ def test_a_patch_with_a_mistyped_field_is_refused_as_an_internal_error(
             "of type []v1.ContainerPort",
         ),
         (
+            "/spec/tolerations",
+            [{"key": "dedicated", "operator": "Exists", "effect": 1}],
+            "json: cannot unmarshal number into Go struct field Toleration.spec.tolerations.effect "
+            "of type v1.TaintEffect",
+        ),
+        (
             "/metadata/labels",
             {"a": 1},
             "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of "
