@@ -101,15 +101,18 @@ class APIError(Exception):
         self.headers = headers or {}
 
     def status(self) -> JSONObject:
+        # metav1.Status: message and reason are omitempty.
         body: JSONObject = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.message:
+            body["message"] = self.message
+        if self.reason:
+            body["reason"] = self.reason
+        body["code"] = self.code
         if self.details is not None:
             body["details"] = self.details
         return body

@@ -341,6 +341,7 @@ def test_a_denial_code_below_400_becomes_400(
     answer = status_of(raised.value)
     assert answer["code"] == expected
     assert answer["status"] == "Failure"
+    assert "reason" not in answer  # metav1.Status.Reason is omitempty
     assert answer["message"] == 'admission webhook "deny.example.com" denied the request: no room'
 
 
