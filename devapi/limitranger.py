@@ -104,14 +104,18 @@ def mutate_pod(pod: JSONObject, limit_ranges: list[JSONObject]) -> None:
             resources = container.setdefault("resources", {})
             if not isinstance(resources, dict):
                 continue
-            limits = resources.setdefault("limits", {})
-            requests = resources.setdefault("requests", {})
+            limits = _obj(resources.get("limits"))
+            requests = _obj(resources.get("requests"))
             set_limits = [n for n in defaults if n not in limits]
             set_requests = [n for n in default_requests if n not in requests]
-            for name in set_limits:
-                limits[name] = defaults[name]
-            for name in set_requests:
-                requests[name] = default_requests[name]
+            # The plugin leaves empty maps behind; they are omitted when the pod is encoded.
+            if set_limits:
+                resources["limits"] = {**limits, **{n: defaults[n] for n in set_limits}}
+            if set_requests:
+                resources["requests"] = {
+                    **requests,
+                    **{n: default_requests[n] for n in set_requests},
+                }
             who = f"{noun} {container.get('name')}"
             if set_requests:
                 notes.append(f"{', '.join(sorted(set_requests))} request for {who}")
