@@ -207,3 +207,30 @@ def test_kubectl_commands_that_send_protobuf_get_the_real_415_and_the_json_way(
     )
     assert "write the object in YAML and use kubectl apply -f FILE" in result.stderr
     assert args[2] not in kubectl("get", subject, "-o", "name").stdout
+
+
+def test_a_denial_without_a_code_or_reason_reaches_kubectl_as_400_without_reason(
+    kubectl: Kubectl,
+    api_client: Api,
+    webhooks: WebhookServer,
+    webhook_tls: TLSMaterial,
+) -> None:
+    """webhook/errors/statuserror.go (ToStatusErr): a denial without a code is 400 and keeps
+    its empty reason, which metav1.Status omits; kubectl then prints no reason
+    (kubectl/pkg/cmd/util/helpers.go, StandardErrorMessage)."""
+    url = webhooks.route(
+        "/validate", lambda review: {"allowed": False, "status": {"message": "no room"}}
+    )
+    register(
+        api_client,
+        "v",
+        hook("validate.tenantgate.io", url, webhook_tls, sideEffects="NoneOnDryRun"),
+        mutating=False,
+    )
+    result = kubectl("apply", "--dry-run=server", "-f", kubectl.write("pod.yaml", POD))
+    assert result.code == 1
+    assert (
+        'Error from server: error when creating "' in result.stderr
+        and 'admission webhook "validate.tenantgate.io" denied the request: no room'
+        in result.stderr
+    ), result.stderr
