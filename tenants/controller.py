@@ -34,8 +34,9 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 import orjson
 
 from classifier import podview
+from classifier.limits import pod_usage
 from classifier.quantities import Quantity, QuantityFormat
-from classifier.resources import PodResourceError, pod_requests
+from classifier.resources import PodResourceError
 from tenants.config import RESERVATION_ANNOTATION, TIER_LABEL, Policy
 from tenants.ledger import (
     Charge,
@@ -148,7 +149,7 @@ def _request(
     pod: Mapping[str, Any], intern: AmountInterner | None
 ) -> tuple[Mapping[str, Quantity], str | None]:
     try:
-        computed = pod_requests(pod)
+        computed = pod_usage(pod)
     except PodResourceError as exc:
         return _ONE_POD, str(exc)
     return (intern(computed) if intern is not None else computed), None

@@ -16,10 +16,10 @@ from tenants.config import Policy
 from tenants.configfile import load_policy
 from tenants.decisions import (
     PolicyAdmitter,
-    _lacks_defaults,
     apply_container_defaults,
     reservation_id_for,
 )
+from tenants.defaults import lacks_defaults
 from tenants.ledger import MemoryLedger, TenantLedger, ledger_from_usage
 from tenants.verdicts import AdmissionInput, Verdict
 from tests.tenants.conftest import (
@@ -589,7 +589,11 @@ def test_container_defaults_apply_and_count(chain: Chain) -> None:
         "tenant team-a default requests applied: init memory=128Mi; app cpu=100m,memory=128Mi"
         in mutated.warnings
     )
-    assert chain.state().guaranteed == rl(cpu="1", memory="128Mi", pods="1")
+    # The init container's limit is the pod's cpu limit too (PodLimits), charged as limits.cpu.
+    assert chain.state().guaranteed == {
+        **rl(cpu="1", memory="128Mi", pods="1"),
+        "limits.cpu": Quantity.parse("1"),
+    }
     assert pod["spec"]["containers"][0].get("resources") is None  # input untouched
 
 
@@ -635,8 +639,8 @@ def test_validate_sees_missing_defaults_exactly_as_mutate_applies_them(
     spec: dict[str, Any],
 ) -> None:
     applied = apply_container_defaults({"spec": copy.deepcopy(spec)}, _DEFAULTS)
-    assert _lacks_defaults(spec, _DEFAULTS) == bool(applied)
-    assert not _lacks_defaults(spec, {})
+    assert lacks_defaults(spec, requests=_DEFAULTS, limits={}) == bool(applied)
+    assert not lacks_defaults(spec, requests={}, limits={})
 
 
 # --------------------------------------------------------------------------- bad input
