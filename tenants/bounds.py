@@ -218,7 +218,10 @@ def missing_limits(
     missing = container_missing_limits(pod, required)
     if not missing:
         return None
-    parts = "; ".join(f"limits.{name} for: {','.join(missing[name])}" for name in sorted(missing))
+    # As upstream: resources and container names sorted (sets.String.List).
+    parts = "; ".join(
+        f"limits.{name} for: {','.join(sorted(set(missing[name])))}" for name in sorted(missing)
+    )
     return (
         f"pod {pod_name}: must specify {parts} "
         f"(tenant {tenant} caps {', '.join(f'limits.{n}' for n in sorted(missing))})"
