@@ -204,6 +204,13 @@ def bounds_violations(
     return found
 
 
+def _pod_level_set(pod: Mapping[str, Any]) -> bool:
+    """IsPodLevelResourcesSet: cpu, memory or hugepages-* requested or limited at pod level."""
+    level = podview.obj(podview.spec(pod).get("resources"))
+    names = (*podview.obj(level.get("requests")), *podview.obj(level.get("limits")))
+    return any(n in ("cpu", "memory") or str(n).startswith("hugepages-") for n in names)
+
+
 def missing_limits(
     pod: Mapping[str, Any], capped: tuple[str, ...], *, tenant: str, pod_name: str
 ) -> str | None:
@@ -213,7 +220,9 @@ def missing_limits(
     are required, as in ResourceQuota; an unlimited ephemeral-storage simply counts nothing.
     """
     required = tuple(name for name in _REQUIRED_LIMITS if name in capped)
-    if not required:
+    if not required or _pod_level_set(pod):
+        # With pod-level resources set the containers need not set their own (Constraints
+        # skips them then: TestPodConstraintsFunc, pod-level case, in pods_test.go).
         return None
     missing = container_missing_limits(pod, required)
     if not missing:
