@@ -18,6 +18,7 @@ import base64
 import copy
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +28,10 @@ import httpx
 import jsonpatch
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from admission.cli import main
+from admission.commands.usage import render
 from admission.runtime import Timings
 from admission.settings import Settings
 from tests.integration.conftest import StartTenantgate
@@ -290,9 +293,25 @@ def test_server_over_https(server: Tenantgate) -> None:
 
     asyncio.run(run())
     assert server.used(TENANT) == {"guaranteed": USED_AFTER_FILL, "burst": {}}
-    document = server.status()["tenants"][TENANT]
+    status = server.status()
+    document = status["tenants"][TENANT]
     assert document["guaranteed"]["limits.cpu"] == "200"
     assert document["guaranteed"]["cpu"] == "100"
+    # `tenantgate usage` and the metrics carry the limits names too.
+    (row,) = [line.split() for line in render(status).splitlines() if " limits.cpu " in line]
+    # RESOURCE GUARANTEED CEILING USED IN-GUARANTEE ON-BURST
+    assert row[:6] == ["limits.cpu", "200", "200", "196500m", "196500m", "0"]
+    with urllib.request.urlopen(f"{server.metrics_url}/metrics", timeout=WAIT) as response:
+        text = response.read().decode()
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    key = (("resource", "limits.cpu"), ("tenant", TENANT), ("tier", "guaranteed"))
+    assert samples[("tenantgate_tenant_used", key)] == 196.5
+    ceiling = (("resource", "limits.memory"), ("tenant", TENANT))
+    assert samples[("tenantgate_tenant_ceiling", ceiling)] == 400 * 2**30
 
 
 # ------------------------------------------------------------------- the test API server
