@@ -28,7 +28,7 @@ from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
 from classifier.limits import pod_limit_usage, pod_usage
 from classifier.quantities import Quantity, format_list
-from classifier.resources import PodResourceError
+from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
 from tenants.bounds import bounds_violations, missing_limits
 from tenants.config import (
@@ -309,11 +309,11 @@ def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservatio
     annotations[RESERVATION_ANNOTATION] = reservation_id
 
 
-def _exact_request(pod: Mapping[str, Any]) -> Mapping[str, Quantity] | Verdict:
-    """The pod's exact usage (requests and ``limits.*``), or the 400 denial saying what is
-    wrong with its resources."""
+def _exact_request(pod: Mapping[str, Any], *, limits: bool) -> Mapping[str, Quantity] | Verdict:
+    """The pod's exact request (with its ``limits.*`` usage when the tenant has a limits quota),
+    or the 400 denial saying what is wrong with its resources."""
     try:
-        amount = pod_usage(pod)
+        amount = pod_usage(pod) if limits else pod_requests(pod)
     except PodResourceError as exc:
         return _bad_request(str(exc))
     return _checked(amount)
@@ -482,13 +482,15 @@ class PolicyAdmitter:
         # The plan never changes what a pod requests, so the rules' figure holds unless
         # container defaults were applied.
         known = classification.requests
-        amount = (
-            _exact_request(mutated) if applied or known is None else _with_limits(mutated, known)
-        )
+        limits = tenant.quota.has_limits
+        if applied or known is None:
+            amount = _exact_request(mutated, limits=limits)
+        else:
+            amount = _with_limits(mutated, known) if limits else _checked(known)
         if isinstance(amount, Verdict):
             return amount
-        if tenant.bounds is not None or tenant.quota.has_limits:
-            denial = _shape_denial(tenant, mutated, _pod_name(request, pod))
+        if tenant.bounds is not None or limits:
+            denial = _shape_denial(tenant, mutated, _pod_name(request, pod, generated=True))
             if denial is not None:
                 return denial
 
@@ -671,7 +673,7 @@ class PolicyAdmitter:
                 f"label {TENANT_LABEL}={label_tenant} does not match tenant {tenant.name} "
                 f"of namespace {namespace}; retry"
             )
-        amount = _exact_request(pod)
+        amount = _exact_request(pod, limits=tenant.quota.has_limits)
         if isinstance(amount, Verdict):
             return amount
         spec = podview.spec(pod)
@@ -762,11 +764,12 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
-        new_amount = _exact_request(pod)
+        limits = tenant.quota.has_limits
+        new_amount = _exact_request(pod, limits=limits)
         if isinstance(new_amount, Verdict):
             return new_amount
         try:
-            old_amount = pod_usage(old)
+            old_amount = pod_usage(old) if limits else pod_requests(old)
         except PodResourceError as exc:
             return _bad_request(str(exc))
         delta = _delta(new_amount, old_amount)
@@ -798,8 +801,12 @@ class PolicyAdmitter:
         return await self._ledger.transact(tenant.name, change, commit=not request.dry_run)
 
 
-def _pod_name(request: AdmissionInput, pod: Mapping[str, Any]) -> str:
+def _pod_name(request: AdmissionInput, pod: Mapping[str, Any], *, generated: bool = False) -> str:
+    """``namespace/name``; ``generated``: a pod not named yet goes by its ``generateName``
+    (``team-a/web-7d9f8c-``), as /mutate sees a Deployment's pods."""
     name = request.name or podview.name(pod)
+    if not name and generated:
+        name = podview.string(podview.metadata(pod).get("generateName")) or ""
     namespace = request.namespace or podview.namespace(pod) or ""
     return f"{namespace}/{name}" if name else namespace
 

@@ -320,3 +320,13 @@ def test_dry_run_checks_bounds_and_books_nothing(policy: Policy) -> None:
     assert not denied.allowed
     assert not ledger.get("team-a").guaranteed
     assert not ledger.get("team-a").reservations
+
+
+def test_a_pod_not_named_yet_goes_by_its_generate_name(policy: Policy) -> None:
+    pod = a_pod(fine(requests={"memory": "2Gi"}, limits={"memory": "8Gi"}))
+    pod["metadata"] = {"generateName": "web-7d9f8c-", "namespace": "team-a"}
+    verdict = asyncio.run(PolicyAdmitter(policy, MemoryLedger()).mutate(create(pod), now=1.0))
+    assert verdict.message == (
+        "container web in pod team-a/web-7d9f8c-: memory limit 8Gi is above the tenant's "
+        "maximum 4Gi (tenant team-a, bounds.container.max)"
+    )

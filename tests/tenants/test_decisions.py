@@ -589,11 +589,7 @@ def test_container_defaults_apply_and_count(chain: Chain) -> None:
         "tenant team-a default requests applied: init memory=128Mi; app cpu=100m,memory=128Mi"
         in mutated.warnings
     )
-    # The init container's limit is the pod's cpu limit too (PodLimits), charged as limits.cpu.
-    assert chain.state().guaranteed == {
-        **rl(cpu="1", memory="128Mi", pods="1"),
-        "limits.cpu": Quantity.parse("1"),
-    }
+    assert chain.state().guaranteed == rl(cpu="1", memory="128Mi", pods="1")
     assert pod["spec"]["containers"][0].get("resources") is None  # input untouched
 
 
