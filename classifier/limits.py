@@ -22,6 +22,9 @@ from typing import Any, Final
 
 from classifier import podview
 from classifier.quantities import Quantity
+
+# The resource helpers' own reading and aggregation, so that limits are read exactly as
+# requests are (same defaulting, rounding and error paths); they stay private to the package.
 from classifier.resources import (
     _aggregate,
     _is_pod_level_resource,
