@@ -195,6 +195,11 @@ POD_LEVEL: list[LimitCase] = [
         {"ephemeral-storage": "1Gi", "cpu": "1"},
     ),
     (
+        "overhead is not added to a limit of zero (PodLimits: non-zero limits only)",
+        pod([c(limits={"cpu": "0", "memory": "1Gi"})], overhead={"cpu": "1", "memory": "1Gi"}),
+        {"cpu": "0", "memory": "2Gi"},
+    ),
+    (
         "pod-level limits plus overhead",
         pod([c()], resources={"limits": {"memory": "2Gi"}}, overhead={"memory": "128Mi"}),
         {"memory": "2176Mi"},
