@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from classifier.rules import find_unreachable_rules
+from classifier.rulelint import find_unreachable_rules
 from tenants.config import (
     NamespaceSelector,
     PolicyError,

@@ -24,8 +24,8 @@ from kubernetes_validate import utils as kv_utils
 
 from admission.commands.review import read_manifests
 from classifier import podview
-from classifier.config import ClassifierConfig, compile_classifier
-from classifier.plan import Classifier
+from classifier.config import ClassifierConfig
+from classifier.plan import Classifier, compile_classifier
 from classifier.profiles import selector_matches, toleration_key
 from classifier.templates import PodTemplate, find_pod_templates, pod_from_template
 from classifier.types import JSONObject

@@ -16,9 +16,8 @@ from classifier.config import (
     ClassifierConfig,
     ClassifierConfigError,
     ProfileOverrideSpec,
-    compile_classifier,
 )
-from classifier.plan import Classifier
+from classifier.plan import Classifier, compile_classifier
 from classifier.profiles import selector_matches, toleration_key
 from classifier.types import JSONObject
 

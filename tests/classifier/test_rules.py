@@ -9,20 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from classifier.config import ClassifierConfig, ConditionSpec, compile_classifier
-from classifier.plan import Classifier
+from classifier.config import ClassifierConfig, ConditionSpec
+from classifier.facts import PodFacts, image_repository
+from classifier.plan import Classifier, compile_classifier
 from classifier.resources import PodResourceError, pod_requests
-from classifier.rules import (
-    INDEX_FROM,
-    Classification,
-    CompiledRule,
-    PodFacts,
-    RuleSet,
-    classify,
-    compile_condition,
-    compile_rules,
-    image_repository,
-)
+from classifier.rules import Classification, classify
+from classifier.ruleset import INDEX_FROM, CompiledRule, RuleSet, compile_condition, compile_rules
 from classifier.types import JSONObject
 
 

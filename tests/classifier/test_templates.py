@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from classifier.rules import PodFacts
+from classifier.facts import PodFacts
 from classifier.templates import (
     find_pod_templates,
     is_pod_template,
