@@ -21,6 +21,10 @@ _DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"}
 # CronJob controller names a Job "<cronjob>-<scheduled time in minutes>" (8+ digits today);
 # the older controller used seconds (10 digits).
 _CRONJOB_JOB_NAME = re.compile(r"^(?P<cronjob>.+)-[0-9]{8,10}$")
+_REPLICASET_OWNERS = (
+    ("pod-template-hash", "Deployment"),
+    ("rollouts-pod-template-hash", "Rollout"),
+)
 
 
 def image_repository(image: str) -> str:
@@ -106,10 +110,14 @@ class PodFacts:
                     continue
                 owners.append(Owner(kind, name))
                 via = f"{kind} {name}".rstrip()
-                if kind == "ReplicaSet" and "pod-template-hash" in self.labels:
-                    suffix = "-" + self.labels["pod-template-hash"]
-                    deployment = name.removesuffix(suffix) if name.endswith(suffix) else ""
-                    owners.append(Owner("Deployment", deployment, via))
+                if kind == "ReplicaSet":
+                    # The Deployment and Argo Rollout controllers name a ReplicaSet
+                    # "<owner>-<hash>" and label its pods with the hash.
+                    for label, owner_kind in _REPLICASET_OWNERS:
+                        if label in self.labels:
+                            suffix = "-" + self.labels[label]
+                            parent = name.removesuffix(suffix) if name.endswith(suffix) else ""
+                            owners.append(Owner(owner_kind, parent, via))
                 elif kind == "Job":
                     found = _CRONJOB_JOB_NAME.match(name)
                     if found is not None:

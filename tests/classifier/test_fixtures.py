@@ -156,6 +156,6 @@ def test_the_invalid_source_is_the_only_exception() -> None:
             invalid.append(key)
     # spark-operator's example puts container securityContext fields at pod level.
     assert invalid == [
-        "SparkApplication/spark-pi-pod-template@spec.driver.template",
-        "SparkApplication/spark-pi-pod-template@spec.executor.template",
+        "SparkApplication/spark-pi-pod-template@spec.driver",
+        "SparkApplication/spark-pi-pod-template@spec.executor",
     ]
