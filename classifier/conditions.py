@@ -35,10 +35,11 @@ class Condition:
     def test(self, facts: PodFacts) -> str | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def signals(self, facts: PodFacts) -> tuple[str, ...]:
-        """Every reason this condition holds (empty if it does not); for explanations."""
+    def signals(self, facts: PodFacts) -> tuple[str, ...] | None:
+        """Every piece of evidence for this condition, for explanations; None if it does not
+        hold. An exclusion (``not``) holds without being evidence: ``()``."""
         reason = self.test(facts)
-        return () if reason is None else (reason,)
+        return None if reason is None else (reason,)
 
     def guard(self) -> Guard | None:
         """What a pod must have for ``test`` to hold or raise; None: nothing cheap to say."""
@@ -65,14 +66,14 @@ class AllOf(Condition):
             reasons.append(reason)
         return " and ".join(reasons) if reasons else "every pod"
 
-    def signals(self, facts: PodFacts) -> tuple[str, ...]:
+    def signals(self, facts: PodFacts) -> tuple[str, ...] | None:
         found: list[str] = []
         for child in self.children:
             signals = child.signals(facts)
-            if not signals:
-                return ()
+            if signals is None:
+                return None
             found.extend(signals)
-        return tuple(found) if found else ("every pod",)
+        return tuple(found) if found or self.children else ("every pod",)
 
     def guard(self) -> Guard | None:
         # Every child must hold, so any child's guard will do, but children after one that may
@@ -106,11 +107,15 @@ class AnyOf(Condition):
                 return reason
         return None
 
-    def signals(self, facts: PodFacts) -> tuple[str, ...]:
+    def signals(self, facts: PodFacts) -> tuple[str, ...] | None:
+        held = False
         found: list[str] = []
         for child in self.children:
-            found.extend(s for s in child.signals(facts) if s not in found)
-        return tuple(found)
+            signals = child.signals(facts)
+            if signals is not None:
+                held = True
+                found.extend(s for s in signals if s not in found)
+        return tuple(found) if held else None
 
     def guard(self) -> Guard | None:
         return any_of_guards(child.guard() for child in self.children)
@@ -128,6 +133,9 @@ class Not(Condition):
 
     def test(self, facts: PodFacts) -> str | None:
         return self.description if self.child.test(facts) is None else None
+
+    def signals(self, facts: PodFacts) -> tuple[str, ...] | None:
+        return () if self.child.test(facts) is None else None
 
     def may_raise(self) -> bool:
         return self.child.may_raise()

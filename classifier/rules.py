@@ -95,7 +95,7 @@ def classify(
             )
             continue
         if explain:
-            reason = "; ".join(rule.condition.signals(facts)) or reason
+            reason = "; ".join(rule.condition.signals(facts) or ()) or reason
         return Classification(
             rule.profile,
             "rule",

@@ -6,7 +6,9 @@ the pod is owned by that Deployment's ReplicaSet and labelled ``serving.knative.
 ``configuration``, ``revision`` and ``app: <revision>``. The user container keeps its name
 (``user-container`` when unnamed) and its port, or gets ``user-port`` 8080 when it declares
 none; the ``queue-proxy`` sidecar (requests ``cpu: 25m``, its default in config-deployment)
-listens on 8012 for traffic and on 8022, 9090 and 9091 for admin and metrics.
+listens on 8012 for traffic and on 8022, 9090 and 9091 for admin and metrics. A probe of the
+serving container that names no port probes the user port (the revision webhook's probe
+defaults).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def service_pods(document: Mapping[str, Any]) -> Iterator[tuple[str, JSONObject]
         container.setdefault("name", "user-container")
     if serving is not None and not serving.get("ports"):
         serving["ports"] = [{"name": "user-port", "containerPort": 8080, "protocol": "TCP"}]
+    if serving is not None:
+        _default_probe_ports(serving)
     containers.append(
         {
             "name": "queue-proxy",
@@ -71,3 +75,15 @@ def service_pods(document: Mapping[str, Any]) -> Iterator[tuple[str, JSONObject]
             spec=spec,
         ),
     )
+
+
+def _default_probe_ports(container: JSONObject) -> None:
+    port = next(iter(podview.objects(container.get("ports"))), {}).get("containerPort", 8080)
+    for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
+        probe = container.get(probe_name)
+        if not isinstance(probe, dict):
+            continue
+        for handler in ("httpGet", "tcpSocket", "grpc"):
+            action = probe.get(handler)
+            if isinstance(action, dict) and "port" not in action:
+                action["port"] = port

@@ -22,8 +22,12 @@ from classifier.types import JSONObject
 from classifier.workloads.pods import copy_fields, make_pod, object_name, reference, string_map
 
 ENTRYPOINT_IMAGE = "ghcr.io/tektoncd/pipeline/entrypoint:latest"
+# Container fields of a step or sidecar (Tekton's own fields - script, workspaces, results,
+# onError... - are not container fields).
 _STEP_FIELDS = (
     "image",
+    "ports",
+    "readinessProbe",
     "command",
     "args",
     "workingDir",
@@ -57,20 +61,13 @@ def task_run_pods(document: Mapping[str, Any]) -> Iterator[tuple[str, JSONObject
     template = podview.obj(task.get("stepTemplate"))
     containers: list[Any] = []
     for index, step in enumerate(podview.objects(task.get("steps"))):
-        merged = {**template, **step}
         step_name = podview.string(step.get("name"))
-        container: JSONObject = {
-            "name": f"step-{step_name}" if step_name else f"step-unnamed-{index}"
-        }
-        copy_fields(container, merged, _STEP_FIELDS)
-        resources = merged.get("computeResources", merged.get("resources"))
-        if isinstance(resources, dict):
-            container["resources"] = clone(resources)
-        containers.append(container)
+        name_ = f"step-{step_name}" if step_name else f"step-unnamed-{index}"
+        containers.append(_container(name_, {**template, **step}))
     for sidecar in podview.objects(task.get("sidecars")):
-        one = clone(dict(sidecar))
-        one["name"] = f"sidecar-{podview.string(sidecar.get('name')) or 'unnamed'}"
-        containers.append(one)
+        containers.append(
+            _container(f"sidecar-{podview.string(sidecar.get('name')) or 'unnamed'}", sidecar)
+        )
     pod_spec: JSONObject = {
         "restartPolicy": "Never",
         "initContainers": [{"name": "prepare", "image": ENTRYPOINT_IMAGE}],
@@ -98,3 +95,14 @@ def task_run_pods(document: Mapping[str, Any]) -> Iterator[tuple[str, JSONObject
             spec=pod_spec,
         ),
     )
+
+
+def _container(name: str, source: Mapping[str, Any]) -> JSONObject:
+    """A step or sidecar as the pod's container: its container fields, and its
+    ``computeResources`` (v1) or ``resources`` (v1beta1) as the container's resources."""
+    container: JSONObject = {"name": name}
+    copy_fields(container, source, _STEP_FIELDS)
+    resources = source.get("computeResources", source.get("resources"))
+    if isinstance(resources, dict):
+        container["resources"] = clone(resources)
+    return container

@@ -146,7 +146,7 @@ def test_plan_applies_the_profile_and_annotates() -> None:
     assert plan.classification.profile == "web-frontend"
     assert plan.mutated["metadata"]["annotations"] == {
         "tenantgate.io/profile": "web-frontend",
-        "tenantgate.io/classified-by": "rule/web-frontend",
+        "tenantgate.io/classified-by": "rule/web-server",
     }
     assert [c["topologyKey"] for c in plan.mutated["spec"]["topologySpreadConstraints"]] == [
         "kubernetes.io/hostname",
