@@ -58,13 +58,15 @@ class AllOf(Condition):
         self.children = tuple(children)
 
     def test(self, facts: PodFacts) -> str | None:
-        reasons = []
+        reasons: list[str] = []
+        exclusions: list[str] = []
         for child in self.children:
             reason = child.test(facts)
             if reason is None:
                 return None
-            reasons.append(reason)
-        return " and ".join(reasons) if reasons else "every pod"
+            # What the pod has says why; what it lacks (a `not`) only when nothing else does.
+            (exclusions if isinstance(child, Not) else reasons).append(reason)
+        return " and ".join(reasons or exclusions) if self.children else "every pod"
 
     def signals(self, facts: PodFacts) -> tuple[str, ...] | None:
         found: list[str] = []

@@ -207,6 +207,8 @@ class ImageMatchSpec(_Model):
     ``glob``.
     """
 
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
     glob: Strings | None = None
     contains: Strings | None = None
 

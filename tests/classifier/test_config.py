@@ -706,6 +706,53 @@ LINT: list[tuple[str, list[dict[str, Any]], list[tuple[str, str]]]] = [
         [],
     ),
     (
+        "contains and absent on one label",
+        [
+            rule(
+                {
+                    "all": [
+                        {"label": {"key": "app", "contains": "db"}},
+                        {"label": {"key": "app", "absent": True}},
+                    ]
+                }
+            )
+        ],
+        [
+            (
+                "rules[0].match.all",
+                'rule "r" can never match: label app cannot satisfy both set and absent',
+            )
+        ],
+    ),
+    (
+        "same per-container condition twice",
+        [
+            rule({"container": {"resource": "memory > 8Gi"}}, name="a"),
+            rule({"container": {"resource": ["memory > 8Gi"]}}, name="b"),
+        ],
+        [
+            (
+                "rules[1]",
+                'rule "b" can never match: rule "a" (rules[0]) before it has the same condition',
+            )
+        ],
+    ),
+    (
+        "a volume claim condition and its negation",
+        [rule({"all": [{"volumeClaim": "template"}, {"not": {"volumeClaim": "template"}}]})],
+        [
+            (
+                "rules[0].match.all",
+                'rule "r" can never match: it requires a condition and its negation',
+            )
+        ],
+    ),
+    (
+        "satisfiable: image contains and a glob",
+        [rule({"all": [{"image": {"contains": "sql"}}, {"image": "mysql"}]})],
+        [],
+    ),
+    (
         "catch-all via any with an always branch",
         [rule({"any": [{"port": 80}, {"all": []}]}, name="a"), rule({"port": 81}, name="b")],
         [("rules[1]", 'rule "b" can never match: rule "a" (rules[0]) before it matches every pod')],
@@ -741,3 +788,47 @@ def test_classifier_lint_is_the_same_analysis() -> None:
         make(rules=[{"name": "a", "profile": "gpu"}, rule({"port": 80}, name="b")])
     )
     assert compile_classifier(cfg).lint() == find_unreachable_rules(cfg)
+
+
+# --------------------------------------------------------------------------- schema of conditions
+
+# (condition, valid, the schema can tell): the schema checks shape; a resource expression's
+# grammar, an empty text and "exactly one test" are the model's to check.
+CONDITION_FORMS: list[tuple[dict[str, Any], bool, bool]] = [
+    ({"image": "mysql"}, True, True),
+    ({"image": ["mysql", "bitnami/*"]}, True, True),
+    ({"image": {"contains": "sql"}}, True, True),
+    ({"image": {"glob": ["postgres"], "contains": ["mssql", "oracle"]}}, True, True),
+    ({"image": {}}, False, True),
+    ({"image": {"contains": ""}}, False, False),
+    ({"image": {"like": "sql"}}, False, True),
+    ({"label": {"key": "app", "contains": ["front"]}}, True, True),
+    ({"label": {"key": "app", "contains": "front", "value": "x"}}, False, False),
+    ({"container": {"resource": "memory > 8Gi"}}, True, True),
+    ({"container": {"resource": ["memory > 8Gi", "nvidia.com/gpu > 0"]}}, True, True),
+    ({"container": {}}, False, True),
+    ({"container": {"resource": "memory is big"}}, False, False),
+    ({"volumeClaim": "template"}, True, True),
+    ({"volumeClaim": "any"}, True, True),
+    ({"volumeClaim": True}, False, True),
+]
+
+
+@pytest.mark.parametrize(("condition", "valid", "in_schema"), CONDITION_FORMS)
+def test_new_condition_forms_in_the_model_and_the_schema(
+    condition: dict[str, Any], valid: bool, in_schema: bool
+) -> None:
+    """The model and the JSON Schema ``tenantgate schema`` prints agree on every form the
+    schema can tell."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = ClassifierConfig.model_json_schema(by_alias=True, mode="validation")
+    document = make(rules=[{"name": "r", "profile": "general", "match": condition}])
+    try:
+        ClassifierConfig.model_validate(document)
+        model_valid = True
+    except ValidationError:
+        model_valid = False
+    assert model_valid is valid
+    schema_errors = list(jsonschema.Draft202012Validator(schema).iter_errors(document))
+    if in_schema:
+        assert (schema_errors == []) is valid, schema_errors
