@@ -41,15 +41,6 @@ def uid(*parts: str) -> str:
     return str(uuid.UUID(bytes=_digest(*parts)[:16], version=5))
 
 
-def clone(value: Any) -> Any:
-    """A deep copy of parsed JSON (dicts and lists are copied, scalars shared)."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
-
-
 def owner_reference(
     api_version: str, kind: str, name: str, *, namespace: str, controller: bool = True
 ) -> JSONObject:

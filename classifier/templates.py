@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from classifier import podview
-from classifier.podnames import clone, owner_reference, template_hash, uid
+from classifier.podnames import owner_reference, template_hash, uid
+from classifier.podview import clone
 from classifier.types import JSONObject
 from classifier.workloads import HANDLERS
 

@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from classifier import podview
-from classifier.podnames import clone, template_hash
+from classifier.podnames import template_hash
+from classifier.podview import clone
 from classifier.types import JSONObject
 
 # A handler: one manifest in, (path of what describes the pod, the pod) out.

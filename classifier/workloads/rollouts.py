@@ -12,7 +12,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from classifier import podview
-from classifier.podnames import clone, template_hash
+from classifier.podnames import template_hash
+from classifier.podview import clone
 from classifier.types import JSONObject
 from classifier.workloads.pods import make_pod, object_name, reference, string_map
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from classifier import podview
-from classifier.podnames import clone
+from classifier.podview import clone
 from classifier.types import JSONObject
 from classifier.workloads.pods import copy_fields, make_pod, object_name, reference, string_map
 

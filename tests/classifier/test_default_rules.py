@@ -9,27 +9,20 @@ the same rules against a person's labels.
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from classifier.config import ClassifierConfig
-from classifier.plan import Classifier, compile_classifier
+from classifier.plan import Classifier
 from classifier.types import JSONObject
+from tests.classifier import test_fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@cache
 def defaults() -> Classifier:
-    raw = yaml.safe_load((ROOT / "examples" / "tenantgate.yaml").read_text())
-    fields = ClassifierConfig.model_fields
-    return compile_classifier(
-        ClassifierConfig.model_validate({k: v for k, v in raw.items() if k in fields})
-    )
+    return test_fixtures.classifier()
 
 
 def pod(
