@@ -21,7 +21,7 @@ PrefixAtom = tuple[Hashable, str]
 
 REQUESTS = "resource"  # the field whose values are only known once the requests are
 VOLUME_CLAIM = "volume-claim"  # the atom of a pod mounting a persistent volume claim
-_COARSE = frozenset({"owner", "restartPolicy", "hostNetwork", "has-port"})
+_COARSE = frozenset({"owner", "restartPolicy", "hostNetwork", "has-port", VOLUME_CLAIM})
 
 
 @dataclass(frozen=True, slots=True)

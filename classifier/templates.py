@@ -97,10 +97,14 @@ def find_pod_templates(document: Any, *, prefix: str = "") -> Iterator[PodTempla
     group = api_version.rpartition("/")[0]
     handler = HANDLERS.get((group, kind))
     if handler is not None:
+        built = False
         for path, pod in handler(document):
+            built = True
             where = f"{prefix}.{path}" if prefix and path else prefix or path
             yield PodTemplate(kind, name, api_version, namespace, where, pod, document, pod)
-        return
+        if built:
+            return
+        # A shape the handler does not know (an older API version): templates by shape.
     for path, template in _walk(document, prefix, top=True):
         yield PodTemplate(kind, name, api_version, namespace, path, template, document)
 

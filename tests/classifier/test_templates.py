@@ -100,6 +100,15 @@ FIND: list[tuple[str, Any, list[str]]] = [
         ["SparkApplication/w@spec.driver", "SparkApplication/w@spec.executor"],
     ),
     (
+        "a shape a handler does not know falls back to templates by shape",
+        workload(
+            "Service",
+            {"runLatest": {"configuration": {"revisionTemplate": {"spec": {"containers": [{}]}}}}},
+            api="serving.knative.dev/v1alpha1",
+        ),
+        ["Service/w@spec.runLatest.configuration.revisionTemplate"],
+    ),
+    (
         "handlers address their pods inside a List",
         {
             "kind": "List",
