@@ -1,7 +1,8 @@
 """``tenantgate review``: offline, what would the webhook do to the pods of these manifests?
 
 Reads YAML or JSON manifests (multi-document files, ``*List`` objects, anchors, any
-apiVersion), finds every pod template in them (custom resources included), builds the pod a
+apiVersion), finds every pod template in them (custom resources included, and the pods of
+workloads that describe them otherwise: classifier/workloads/), builds the pod a
 controller would create from each, and runs it through the server's own decision path: the
 :class:`~tenants.decisions.PolicyAdmitter` answers /mutate and then /validate on the patched
 pod, both as a dry run, so nothing is booked. Usage starts empty, or at a ``/status`` snapshot
@@ -57,8 +58,10 @@ NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 _DESCRIPTION = """\
 Find every pod template in the manifests (Pods, Deployments, Jobs, CronJobs, custom
 resources...) and show what the webhook would do to its pod: tenant, tier, profile and why,
-verdict, warnings, patch and mutated pod. The server's own mutate and validate run as a dry
-run against the usage given (none by default); nothing is sent to a cluster.
+verdict, warnings, patch and mutated pod. Argo Workflows, SparkApplications, Tekton TaskRuns,
+Knative Services and Argo Rollouts give the pods their operators would create. The server's
+own mutate and validate run as a dry run against the usage given (none by default); nothing
+is sent to a cluster.
 """
 _EPILOG = """\
 Each pod template (a Deployment with replicas: 3, a Job, a CronJob...) is reviewed as ONE pod,
