@@ -555,6 +555,7 @@ def test_json_covers_every_fixture_with_patch_and_mutated_pod(
         "Workflow",
         "CronWorkflow",
         "WorkflowTemplate",
+        "ClusterWorkflowTemplate",
         "SparkApplication",
         "TaskRun",
         "Service",

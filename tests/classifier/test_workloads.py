@@ -93,6 +93,10 @@ def test_argo_cron_workflow_and_workflow_template_pods_belong_to_a_workflow() ->
         "workflow-template-print-message"
     )
     assert owners(first)[0][0] == "Workflow"
+    (cluster, *_) = pods("argo-workflows-cluster-workflow-templates.yaml").values()
+    assert podview.labels(cluster)["workflows.argoproj.io/cluster-workflow-template"] == (
+        "cluster-workflow-template-print-message"
+    )
 
 
 def test_argo_scheduling_fields_come_from_the_template_else_the_workflow() -> None:
