@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, TypeVar, cast
+from typing import Annotated, Any, Final, Literal, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -39,17 +39,14 @@ from classifier.config import (
     LabelSelectorRequirementSpec,
     PriorityClassSpec,
     ProfileOverrideSpec,
-    compile_classifier,
     is_label_value,
     is_qualified_name,
 )
+from classifier.plan import Classifier, compile_classifier
 from classifier.quantities import Quantity, QuantityError
 from tenants.bounds import Bounds, BoundsLevel
 from tenants.quota import Quota, build_quota
 from tenants.resourcenames import ledger_keys
-
-if TYPE_CHECKING:
-    from classifier.plan import Classifier
 
 logger = logging.getLogger(__name__)
 

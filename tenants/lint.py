@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from classifier.rules import find_unreachable_rules
+from classifier.rulelint import find_unreachable_rules
 from tenants.boundslint import bounds_problems, limits_warnings
 from tenants.config import (
     NamespaceSelector,
