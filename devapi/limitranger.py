@@ -21,7 +21,7 @@ from devapi import errors
 from devapi.errors import APIError, FieldError
 from devapi.jsonvalues import obj as _obj
 from devapi.jsonvalues import objects as _objects
-from devapi.poddefaults import aggregate
+from devapi.poddefaults import aggregate, quantities
 from devapi.types import JSONObject
 
 ANNOTATION = "kubernetes.io/limit-ranger"
@@ -195,22 +195,12 @@ def _ratio(kind: str, name: str, enforced: Quantity, requests: Mapping[str, Quan
     return None
 
 
-def _parsed(values: Any) -> dict[str, Quantity]:
-    result: dict[str, Quantity] = {}
-    for name, value in _obj(values).items():
-        try:
-            result[name] = Quantity.from_json(value)
-        except QuantityError:
-            continue
-    return result
-
-
 def _pod_totals(pod: JSONObject, kind: str) -> dict[str, Quantity]:
     """``podRequests``/``podLimits``: the containers' aggregate (sidecars included, overhead
     excluded), overridden by pod-level cpu and memory."""
     spec = _obj(pod.get("spec"))
     total = aggregate(spec, kind)
-    for name, value in _parsed(_obj(spec.get("resources")).get(kind)).items():
+    for name, value in quantities(_obj(spec.get("resources")).get(kind)).items():
         if name in ("cpu", "memory"):
             total[name] = value
     return total
@@ -229,13 +219,13 @@ def validate_pod(pod: JSONObject, limit_range: JSONObject) -> list[str]:
             for _, container in _container_lists(pod):
                 resources = _obj(container.get("resources"))
                 subjects.append(
-                    (_parsed(resources.get("requests")), _parsed(resources.get("limits")))
+                    (quantities(resources.get("requests")), quantities(resources.get("limits")))
                 )
         elif kind == "Pod":
             subjects.append((_pod_totals(pod, "requests"), _pod_totals(pod, "limits")))
         for requests, limits in subjects:
             for field, check in _CHECKS:
-                for name, enforced in sorted(_parsed(item.get(field)).items()):
+                for name, enforced in sorted(quantities(item.get(field)).items()):
                     problem = check(str(kind), name, enforced, requests, limits)
                     if problem is not None:
                         problems.append(problem)

@@ -83,7 +83,8 @@ def default_pod_resources(pod: JSONObject) -> None:
         _default_pod_limits(spec)
 
 
-def _quantities(values: Any) -> dict[str, Quantity]:
+def quantities(values: Any) -> dict[str, Quantity]:
+    """The parsable quantities of a resource list (an invalid one is refused elsewhere)."""
     result: dict[str, Quantity] = {}
     for name, value in _obj(values).items():
         try:
@@ -102,12 +103,12 @@ def aggregate(spec: JSONObject, kind: str) -> dict[str, Quantity]:
     raised to what each init container needs on top of the sidecars started before it."""
     total: dict[str, Quantity] = {}
     for container in _objects(spec.get("containers")):
-        for name, value in _quantities(_obj(container.get("resources")).get(kind)).items():
+        for name, value in quantities(_obj(container.get("resources")).get(kind)).items():
             total[name] = total.get(name, Quantity.zero(value.format)) + value
     sidecars: dict[str, Quantity] = {}
     init_peak: dict[str, Quantity] = {}
     for container in _objects(spec.get("initContainers")):
-        own = _quantities(_obj(container.get("resources")).get(kind))
+        own = quantities(_obj(container.get("resources")).get(kind))
         if _restartable(container):
             for name, value in own.items():
                 sidecars[name] = sidecars.get(name, Quantity.zero(value.format)) + value

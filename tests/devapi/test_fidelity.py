@@ -204,6 +204,27 @@ def test_mistyped_values_are_refused_with_the_decoders_text(
 # --- reinvocation: did a webhook change the object? ---------------------------------------------
 
 
+def first_calls_after_a_patch(
+    api_client: Api,
+    core: Api,
+    webhooks: WebhookServer,
+    tls: TLSMaterial,
+    *operations: dict[str, Any],
+) -> int:
+    """How often an IfNeeded webhook is called when a later one patches a pod asking for
+    ``cpu: 100m`` with ``operations``."""
+    mutating(api_client, webhooks, tls, "a-first", allow(), reinvocationPolicy="IfNeeded")
+    mutating(api_client, webhooks, tls, "b-second", allow(**json_patch(*operations)))
+    body = pod("web")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    core.create_namespaced_pod("default", body)
+    assert len(webhooks.received("/b-second")) == 1
+    return len(webhooks.received("/a-first"))
+
+
+CPU_REQUEST = "/spec/containers/0/resources/requests/cpu"
+
+
 def test_a_patch_that_changes_nothing_semantically_triggers_no_reinvocation(
     api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
 ) -> None:
@@ -212,37 +233,17 @@ def test_a_patch_that_changes_nothing_semantically_triggers_no_reinvocation(
     quantities compare by value, and third_party/forked/golang/reflect/deep_equal.go takes an
     empty map or slice as equal to a missing one. So rewriting ``100m`` as ``0.1`` and adding
     empty maps changes nothing, and no IfNeeded webhook is called again."""
-    mutating(
+    calls = first_calls_after_a_patch(
         api_client,
+        core,
         webhooks,
         webhook_tls,
-        "a-first",
-        allow(),
-        reinvocationPolicy="IfNeeded",
+        {"op": "replace", "path": CPU_REQUEST, "value": "0.1"},
+        {"op": "add", "path": "/spec/nodeSelector", "value": {}},
+        {"op": "add", "path": "/metadata/annotations", "value": {}},
+        {"op": "add", "path": "/spec/unknownField", "value": "x"},
     )
-    mutating(
-        api_client,
-        webhooks,
-        webhook_tls,
-        "b-second",
-        allow(
-            **json_patch(
-                {
-                    "op": "replace",
-                    "path": "/spec/containers/0/resources/requests/cpu",
-                    "value": "0.1",
-                },
-                {"op": "add", "path": "/spec/nodeSelector", "value": {}},
-                {"op": "add", "path": "/metadata/annotations", "value": {}},
-                {"op": "add", "path": "/spec/unknownField", "value": "x"},
-            )
-        ),
-    )
-    body = pod("web")
-    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
-    core.create_namespaced_pod("default", body)
-    assert len(webhooks.received("/b-second")) == 1
-    assert len(webhooks.received("/a-first")) == 1
+    assert calls == 1
 
 
 def test_a_semantic_change_still_reinvokes(
@@ -250,33 +251,14 @@ def test_a_semantic_change_still_reinvokes(
 ) -> None:
     """mutating/dispatcher.go (Dispatch): a real change (here a quantity's value) makes the
     IfNeeded webhooks invoked before it run once more."""
-    mutating(
+    calls = first_calls_after_a_patch(
         api_client,
+        core,
         webhooks,
         webhook_tls,
-        "a-first",
-        allow(),
-        reinvocationPolicy="IfNeeded",
+        {"op": "replace", "path": CPU_REQUEST, "value": "0.2"},
     )
-    mutating(
-        api_client,
-        webhooks,
-        webhook_tls,
-        "b-second",
-        allow(
-            **json_patch(
-                {
-                    "op": "replace",
-                    "path": "/spec/containers/0/resources/requests/cpu",
-                    "value": "0.2",
-                }
-            )
-        ),
-    )
-    body = pod("web")
-    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
-    core.create_namespaced_pod("default", body)
-    assert len(webhooks.received("/a-first")) == 2
+    assert calls == 2
 
 
 # --- admissionReviewVersions ---------------------------------------------------------------------
