@@ -233,3 +233,30 @@ def test_a_denial_without_a_code_or_reason_reaches_kubectl_as_400_without_reason
     assert 'admission webhook "validate.tenantgate.io" denied the request: no room' in (
         result.stderr
     )
+
+
+def test_limit_ranges_and_runtime_classes_with_kubectl(kubectl: Kubectl) -> None:
+    """pkg/printers/internalversion/printers.go (printLimitRange, printRuntimeClass): the
+    columns kubectl get shows for them."""
+    manifest = kubectl.write(
+        "objects.yaml",
+        "apiVersion: v1\nkind: LimitRange\nmetadata:\n  name: limits\nspec:\n  limits:\n"
+        "  - type: Container\n    default: {cpu: 500m}\n---\n"
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: kata\nhandler: kata\n",
+    )
+    applied = kubectl("apply", "-f", manifest)
+    assert applied.stdout.split() == [
+        "limitrange/limits",
+        "created",
+        "runtimeclass.node.k8s.io/kata",
+        "created",
+    ], applied.stderr
+    assert kubectl("get", "limits").stdout.split()[:4] == ["NAME", "CREATED", "AT", "limits"]
+    assert kubectl("get", "runtimeclass").stdout.split()[:5] == [
+        "NAME",
+        "HANDLER",
+        "AGE",
+        "kata",
+        "kata",
+    ]
+    assert "Container   cpu" in kubectl("describe", "limitrange", "limits").stdout
