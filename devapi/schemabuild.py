@@ -135,7 +135,12 @@ def build(version: str = KUBERNETES_VERSION) -> dict[str, Any]:
         for field, go_name in NAMED_STRINGS.get(name, {}).items():
             if fields.get(field) == "string":
                 fields[field] = f"string:{go_name}"
-        types[name] = {"go": name.rsplit(".", 1)[-1], "fields": fields}
+        entry: dict[str, Any] = {"go": name.rsplit(".", 1)[-1], "fields": fields}
+        required = sorted(definition.get("required") or [])
+        if required:
+            # Required fields have no omitempty: an empty list or map of theirs is written.
+            entry["required"] = required
+        types[name] = entry
     return {
         "kubernetes": version,
         "source": f"kubernetes-validate {importlib.metadata.version('kubernetes-validate')}",

@@ -9,6 +9,8 @@ The real server decodes a webhook's patched object into the typed kind
 
 * a field the type does not have (also a field spelled in another case) is dropped silently;
 * ``null`` leaves the field unset (a ``null`` map value becomes the element's zero value);
+* an empty list or map of an optional field (``omitempty``) is not written back, so it is gone
+  (``"nodeSelector": {}`` disappears; ``"containers": []`` stays);
 * a value of the wrong JSON type is an ``UnmarshalTypeError`` (``json: cannot unmarshal string
   into Go struct field PodSpec.spec.priority of type int32``): decoding goes on and the first
   such error is returned; an unparsable quantity (``Quantity.UnmarshalJSON``) stops at once and
@@ -179,6 +181,7 @@ class _Decoder:
             return self._mismatch(value, expr)
         declared = schema().types[expr]
         fields: Mapping[str, str] = declared["fields"]
+        required = declared.get("required") or ()
         result: JSONObject = {}
         outer_struct, depth = self.struct, len(self.fields)
         for key, item in value.items():
@@ -188,7 +191,8 @@ class _Decoder:
             self.fields.append(key)
             self.struct = str(declared["go"])
             keep, decoded = self.value(field_type, item)
-            if keep:
+            collection = field_type.startswith(("[]", "map[string]"))
+            if keep and not (collection and not decoded and key not in required):
                 result[key] = decoded
             del self.fields[depth:]
             self.struct = outer_struct

@@ -709,3 +709,31 @@ def test_a_plain_init_container_cannot_be_resized(core: Api) -> None:
         'Pod "web" is invalid: spec.initContainers[1].resources: Forbidden: resources for '
         "non-sidecar init containers are immutable"
     )
+
+
+def test_a_patch_adding_empty_optional_maps_and_lists_leaves_them_out(
+    api_client: Api, core: Api, webhooks: WebhookServer, webhook_tls: TLSMaterial
+) -> None:
+    """The patched pod is decoded into the typed Pod and encoded again: an empty map or list
+    of an ``omitempty`` field (k8s.io/api/core/v1/types.go: nodeSelector, tolerations, labels)
+    is not written, while an empty struct (securityContext) is."""
+    mutating(
+        api_client,
+        webhooks,
+        webhook_tls,
+        "empty",
+        allow(
+            **json_patch(
+                {"op": "add", "path": "/spec/nodeSelector", "value": {}},
+                {"op": "add", "path": "/spec/readinessGates", "value": []},
+                {"op": "add", "path": "/metadata/labels", "value": {}},
+                {"op": "add", "path": "/spec/containers/0/securityContext", "value": {}},
+            )
+        ),
+    )
+    core.create_namespaced_pod("default", pod("web"))
+    stored = raw_pod(core, "web")
+    assert "nodeSelector" not in stored["spec"]
+    assert "readinessGates" not in stored["spec"]
+    assert "labels" not in stored["metadata"]
+    assert stored["spec"]["containers"][0]["securityContext"] == {}
