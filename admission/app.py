@@ -24,6 +24,7 @@ from admission.health import Readiness, health_routes
 from admission.metrics import Metrics, endpoint_label, metrics_route
 from admission.patch import PatchError, encode_patch, make_json_patch
 from admission.reviews import (
+    NESTED_TOO_DEEPLY,
     ObjectView,
     Review,
     ReviewError,
@@ -166,6 +167,11 @@ class ReviewHandler:
             review = decode_review(body, objects=self._objects)
         except ReviewError as exc:
             return self._refuse(client, exc.status_code, exc.reason, exc.category)
+        except Exception as exc:
+            # The decoders turn every malformed body into a ReviewError; anything else that
+            # escapes them is still about the body, never worth a 500 and a closed connection.
+            reason = f"malformed AdmissionReview: {type(exc).__name__}"
+            return self._refuse(client, 400, reason, "undecodable")
 
         # The admitter runs on the event loop, never in a thread pool: its ledger store decides
         # how a check and its booking stay one step (the in-memory store never suspends between
@@ -177,6 +183,9 @@ class ReviewHandler:
             payload = encode_response(
                 api_version=review.api_version, uid=uid, verdict=verdict, patch=patch
             )
+        except RecursionError:
+            # Only a hostile object nests deep enough for the walk over it to run out of stack.
+            return self._refuse(client, 400, NESTED_TOO_DEEPLY, "too_deep")
         except LedgerUnavailable as exc:
             # Only /mutate lets it through (/validate denies): failing the call lets the API
             # server apply the webhook's failurePolicy (Ignore: the pod goes on to /validate).
