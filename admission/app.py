@@ -56,7 +56,8 @@ def create_app(
     """The webhook app: ``POST /mutate``, ``POST /validate``, ``GET /healthz|/readyz|/metrics``.
 
     ``clock`` gives the ``now`` (Unix seconds) handed to the admitter. Request bodies over
-    ``settings.max_body_bytes`` are refused with 413 before any handler runs.
+    ``settings.max_body_bytes`` are refused with 413, and bodies not received within
+    ``settings.body_timeout_seconds`` with 408, before any handler runs.
     """
 
     def count_refused(scope: Scope, status: int, reason: str) -> None:
@@ -73,7 +74,10 @@ def create_app(
     ]
     middleware = [
         Middleware(
-            BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, on_reject=count_refused
+            BodyLimitMiddleware,
+            max_body_bytes=settings.max_body_bytes,
+            body_timeout=settings.body_timeout_seconds,
+            on_reject=count_refused,
         ),
         Middleware(ReviewRoutes, handlers={"/mutate": mutate, "/validate": validate}),
     ]

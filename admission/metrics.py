@@ -8,15 +8,20 @@ all. Every label takes values from a small fixed set, never from request content
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from admission.connections import ConnectionGuard
 
 logger = logging.getLogger(__name__)
 
@@ -134,3 +139,34 @@ def _package_version() -> str:
         return version("tenantgate")
     except PackageNotFoundError:
         return "unknown"
+
+
+class ConnectionCollector(Collector):
+    """The webhook's open connections, and those it closed by reason (see
+    :mod:`admission.connections`)."""
+
+    def __init__(self, guard: Callable[[], ConnectionGuard | None]) -> None:
+        self._guard = guard
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        guard = self._guard()
+        if guard is None:
+            return
+        opened = GaugeMetricFamily(
+            f"{NAMESPACE}_connections_open", "Webhook connections open (TLS handshake done)."
+        )
+        opened.add_metric([], guard.open_connections)
+        yield opened
+        closed = CounterMetricFamily(
+            f"{NAMESPACE}_connections_closed",
+            "Webhook connections the server closed: header_timeout (a request head too slow), "
+            "idle_timeout, evicted (the longest idle, past max_connections), over_capacity "
+            "(refused: max_connections, none idle), drained (idle at shutdown).",
+            labels=["reason"],
+        )
+        for reason, count in sorted(guard.closed.items()):
+            closed.add_metric([reason], count)
+        yield closed

@@ -31,7 +31,29 @@ class Settings(BaseSettings):
     namespace: str = "tenantgate-system"
     kubeconfig: Path | None = None
     offline: bool = False
-    shutdown_grace_seconds: float = Field(default=25.0, ge=0)
+    shutdown_grace_seconds: float = Field(
+        default=25.0, ge=0, description="time allowed for requests under way at shutdown"
+    )
+    shutdown_delay_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="after SIGTERM, time to keep serving (unready) before closing connections",
+    )
+    # Reading requests: each well under the API server's webhook timeout (5-10 s).
+    header_timeout_seconds: float = Field(
+        default=3.0, gt=0, description="TLS handshake, and a request head from its first byte"
+    )
+    body_timeout_seconds: float = Field(
+        default=3.0, gt=0, description="a request body, from the end of its head"
+    )
+    # Longer than the API server's idle-connection timeout (90 s): the client, not the server,
+    # should close idle connections, or a request may race the server's close.
+    keep_alive_seconds: float = Field(
+        default=120.0, gt=0, description="an idle connection is closed after this"
+    )
+    max_connections: int = Field(
+        default=256, gt=0, description="open webhook connections; the longest idle makes room"
+    )
     # Background work (see admission.runtime.Timings).
     config_poll_seconds: float = Field(default=2.0, gt=0, description="config file poll period")
     sweep_seconds: float = Field(default=5.0, gt=0, description="reservation expiry sweep period")
