@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+import certs
 from admission.connections import ConnectionGuard
 
 logger = logging.getLogger(__name__)
@@ -170,3 +171,39 @@ class ConnectionCollector(Collector):
         for reason, count in sorted(guard.closed.items()):
             closed.add_metric([reason], count)
         yield closed
+
+
+class CertificateCollector(Collector):
+    """The certificate served, and the reloads refused (:class:`certs.ReloadingServerContext`)."""
+
+    def __init__(self, source: Callable[[], certs.ReloadingServerContext | None]) -> None:
+        self._source = source
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        tls = self._source()
+        if tls is None:
+            return
+        expiry = GaugeMetricFamily(
+            f"{NAMESPACE}_certificate_expiry_timestamp_seconds",
+            "When the serving certificate in use expires (Unix time).",
+        )
+        expiry.add_metric([], tls.certificate.not_after.timestamp())
+        yield expiry
+        stale = GaugeMetricFamily(
+            f"{NAMESPACE}_certificate_stale",
+            "1 when the certificate files were refused and the last good certificate is served.",
+        )
+        stale.add_metric([], 1.0 if tls.stale else 0.0)
+        yield stale
+        failures = CounterMetricFamily(
+            f"{NAMESPACE}_certificate_reload_failures",
+            "Certificate files refused, by reason: unreadable, key_mismatch, not_yet_valid, "
+            "expired, untrusted (not signed by the CA clients trust), wrong_names.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(tls.rejections.items()):
+            failures.add_metric([reason], count)
+        yield failures

@@ -12,8 +12,8 @@ The runtime owns the process's state and its background work:
   whose priority classes replace the config's values (a class the config names that the
   cluster lacks is reported in ``/readyz`` and makes tenantgate deny, with a clear message, a pod
   it would give that class: the API server would reject it with a cryptic one);
-* readiness (config, certs, cluster), metrics, ``/status``, and the periodic reservation
-  expiry, full recount and certificate check.
+* readiness (config, cluster; the server adds certs), metrics, ``/status``, and the periodic
+  reservation expiry and full recount.
 
 Every ledger change happens on the event-loop thread: admission awaits the ledger store there
 and the watch threads hand their events over with ``call_soon_threadsafe``.
@@ -30,13 +30,11 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from starlette.applications import Starlette
 
-import certs
 from admission.app import create_app, create_metrics_app
 from admission.health import Check, Readiness
 from admission.metrics import Metrics
@@ -68,7 +66,6 @@ from tenants.verdicts import AdmissionInput, Verdict
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONFIG: Final = Path(__file__).resolve().parent / "defaults" / "tenantgate.yaml"
-_CERTS_RETRY_SECONDS: Final = 1.0
 _SYNC_POLL_SECONDS: Final = 0.5
 _SHARED_RESOURCES: Final[tuple[Resource, ...]] = ("namespaces", "priorityclasses")
 
@@ -111,7 +108,6 @@ class Timings:
     config_poll_seconds: float = 2.0
     sweep_seconds: float = 5.0
     recount_seconds: float = 300.0
-    cert_check_seconds: float = 30.0
     watch_timeout_seconds: int = 300
     # Leader election of the kubernetes ledger backend (client-go's usual 15 s / 10 s / 2 s).
     lease_duration_seconds: float = 15.0
@@ -520,7 +516,6 @@ class Runtime:
                 self.target.source,
                 extra={"mode": "offline"},
             )
-        self._spawn(self._certificate_loop(), "certificates")
         if self.elector is not None and self.duties is not None:
             # Sweep, recount and the pod watch run on the lease holder only.
             self._spawn(self.elector.run(self.duties.run), "leader-election")
@@ -575,18 +570,6 @@ class Runtime:
             await asyncio.sleep(self.timings.recount_seconds)
             if self.synced():
                 await recount(self.controller, clock=self._clock)
-
-    async def _certificate_loop(self) -> None:
-        directory = self.settings.cert_dir
-        while True:
-            found = await asyncio.to_thread(certs.problems, directory, now=datetime.now(UTC))
-            if found:
-                self.readiness.mark_failed("certs", "; ".join(found))
-                # The server creates missing material as it starts: look again soon.
-                await asyncio.sleep(min(_CERTS_RETRY_SECONDS, self.timings.cert_check_seconds))
-            else:
-                self.readiness.mark_ok("certs", f"serving material in {directory} is valid")
-                await asyncio.sleep(self.timings.cert_check_seconds)
 
     async def _config_loop(self) -> None:
         path = self._config_path

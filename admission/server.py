@@ -31,6 +31,7 @@ import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import uvicorn
 from prometheus_client import CollectorRegistry
@@ -38,8 +39,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import certs
 from admission.connections import ConnectionGuard, ConnectionLimits
-from admission.health import Readiness
-from admission.metrics import ConnectionCollector
+from admission.health import Check, Readiness
+from admission.metrics import CertificateCollector, ConnectionCollector
 from admission.settings import Settings
 from tenants.kube.informer import release_free_memory
 
@@ -49,6 +50,7 @@ CERT_POLL_SECONDS = 1.0
 BACKLOG = 2048
 _DRAIN_POLL_SECONDS = 0.05
 SHUTDOWN_CHECK = "shutdown"
+CERTIFICATE_CHECK = "certs"
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -185,6 +187,7 @@ class WebhookServer:
         self._readiness = readiness
         if registry is not None:
             registry.register(ConnectionCollector(lambda: self.connections))
+            registry.register(CertificateCollector(lambda: self._tls))
         self._app = app
         self._metrics_app = metrics_app
         self._on_certificate = on_certificate
@@ -228,6 +231,8 @@ class WebhookServer:
             self._stop.set()
         self._tls = await asyncio.to_thread(_load_tls, settings)
         self._certificate_loaded(self._tls.certificate)
+        if self._readiness is not None:
+            self._readiness.add_probe(CERTIFICATE_CHECK, self.certificate_check)
         webhook_socket = _listen(settings.host, settings.port)
         try:
             metrics_socket = _listen(settings.metrics_host, settings.metrics_port)
@@ -288,6 +293,28 @@ class WebhookServer:
             for sig in installed:
                 self._loop.remove_signal_handler(sig)
         logger.info("stopped")
+
+    def certificate_check(self) -> Check:
+        """Readiness of the certificate served (not of the files): ok while it is valid and
+        not about to expire; files that were refused are a detail, not a reason to be unready
+        (every replica would leave the Service at once)."""
+        tls = self._tls
+        if tls is None:
+            return Check(ok=False, detail="no certificate served yet")
+        served = tls.certificate
+        now = datetime.now(UTC)
+        name = f"serving certificate {served.serial_hex}"
+        if now < served.not_before:
+            return Check(ok=False, detail=f"{name} is not valid before {served.not_before}")
+        if now >= served.not_after:
+            return Check(ok=False, detail=f"{name} expired at {served.not_after}")
+        margin = timedelta(seconds=self._settings.certificate_expiry_margin_seconds)
+        if served.not_after - now < margin:
+            return Check(ok=False, detail=f"{name} expires at {served.not_after}: renew it")
+        detail = f"{name} valid until {served.not_after}"
+        if tls.problem is not None:
+            detail += f"; degraded: new files refused, {tls.problem}"
+        return Check(ok=True, detail=detail)
 
     @property
     def connections(self) -> ConnectionGuard | None:
@@ -469,7 +496,12 @@ def _load_tls(settings: Settings) -> certs.ReloadingServerContext:
         if certs.ensure(directory, service=settings.service, namespace=settings.namespace):
             logger.info("created TLS material", extra={"cert_dir": str(directory)})
         paths = certs.MaterialPaths(directory)
-        return certs.ReloadingServerContext(paths.tls_cert, paths.tls_key)
+        return certs.ReloadingServerContext(
+            paths.tls_cert,
+            paths.tls_key,
+            ca_file=paths.ca_cert,
+            names=settings.certificate_names,
+        )
     except certs.CertError as exc:
         raise ServeError(str(exc)) from None
 

@@ -29,6 +29,16 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     service: str = "tenantgate"
     namespace: str = "tenantgate-system"
+    certificate_names: tuple[str, ...] = Field(
+        default=(),
+        description="names a reloaded serving certificate must cover; by default, every name "
+        "of the certificate served at start",
+    )
+    certificate_expiry_margin_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="not ready when the certificate served expires sooner than this",
+    )
     kubeconfig: Path | None = None
     offline: bool = False
     shutdown_grace_seconds: float = Field(
@@ -58,7 +68,6 @@ class Settings(BaseSettings):
     config_poll_seconds: float = Field(default=2.0, gt=0, description="config file poll period")
     sweep_seconds: float = Field(default=5.0, gt=0, description="reservation expiry sweep period")
     recount_seconds: float = Field(default=300.0, gt=0, description="full ledger recount period")
-    cert_check_seconds: float = Field(default=30.0, gt=0, description="certificate check period")
     watch_timeout_seconds: int = Field(default=300, gt=0, description="server-side watch timeout")
     # Leader election of the kubernetes ledger backend (client-go's usual 15 s / 10 s / 2 s).
     lease_duration_seconds: float = Field(default=15.0, gt=0)

@@ -116,14 +116,16 @@ def serve_argv(cert_dir: Path, *extra: str) -> list[str]:
 
 @contextmanager
 def running_server(
-    cert_dir: Path, *extra: str, env: Mapping[str, str] | None = None
+    cert_dir: Path, *extra: str, env: Mapping[str, str] | None = None, ready: bool = True
 ) -> Iterator[Server]:
-    """``tenantgate serve --offline`` with ``extra`` flags, until the block ends."""
+    """``tenantgate serve --offline`` with ``extra`` flags, until the block ends (once ready,
+    unless ``ready`` is false)."""
     process = start_process(serve_argv(cert_dir, *extra), env=env)
     try:
         port, metrics_port = process.endpoints()
         server = Server(process, cert_dir, port, metrics_port)
-        wait_for(lambda: server.readyz()[0] == 200, what="the server to be ready")
+        if ready:
+            wait_for(lambda: server.readyz()[0] == 200, what="the server to be ready")
         yield server
     finally:
         process.stop()
