@@ -36,6 +36,7 @@ from typing import Any, Final
 from starlette.applications import Starlette
 
 from admission.app import create_app, create_metrics_app
+from admission.configreload import ConfigRejected, read_policy
 from admission.health import Check, Readiness
 from admission.metrics import Metrics
 from admission.server import ServeError
@@ -44,7 +45,7 @@ from admission.status import StatusCollector, StatusSources, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
 from tenants.config import Policy, PolicyError
-from tenants.configfile import ConfigError, load, load_policy
+from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
@@ -268,18 +269,6 @@ async def recount(controller: LedgerController, *, clock: Callable[[], float]) -
 
 def _count(problems: int) -> str:
     return f"{problems} problem{'' if problems == 1 else 's'}"
-
-
-def _read_policy(path: Path) -> Policy:
-    """The compiled policy of the config file (:class:`ConfigError` when it is not usable).
-
-    Validating a large config allocates many times what the policy keeps (the validated config
-    is freed here, once compiled); what it frees is given back to the OS right away.
-    """
-    try:
-        return load_policy(path)
-    finally:
-        release_free_memory()
 
 
 def _fingerprint(path: Path) -> str | None:
@@ -580,9 +569,13 @@ class Runtime:
                 continue
             self._fingerprint = fingerprint
             try:
-                # The policy only: the validated config is freed as soon as it is compiled.
-                policy = await asyncio.to_thread(_read_policy, path)
-            except ConfigError as exc:
+                # Off the event loop, in a child process (see admission.configreload).
+                policy = await read_policy(
+                    path,
+                    max_bytes=self.settings.max_config_bytes,
+                    max_problems=self.settings.max_config_problems,
+                )
+            except ConfigRejected as exc:
                 self._reject_config(exc)
                 continue
             except Exception:
@@ -600,17 +593,18 @@ class Runtime:
             await self._recompile(reason="config reloaded")
             self.readiness.mark_ok("config", self._config_detail())
 
-    def _reject_config(self, exc: ConfigError) -> None:
+    def _reject_config(self, exc: ConfigRejected) -> None:
         self.config_reload_failures += 1
-        problems = [str(problem) for problem in exc.problems]
-        for problem in problems:
+        for problem in exc.problems:
             logger.error("config rejected: %s", problem)
-        self.config_error = f"{_count(len(problems))}: {problems[0]}" if problems else str(exc)
+        if exc.omitted:
+            logger.error("config rejected: ... and %d more problems", exc.omitted)
+        self.config_error = f"{_count(exc.count)}: {exc}"
         logger.error(
             "config %s rejected (%s); keeping the last good config",
             self._config_path,
-            _count(len(problems)),
-            extra={"problems": len(problems)},
+            _count(exc.count),
+            extra={"problems": exc.count},
         )
         # Still ready: the last good config keeps serving; the detail says what is wrong.
         self.readiness.mark_ok(
@@ -677,11 +671,16 @@ def build_runtime(
     """
     path = settings.config if settings.config is not None else DEFAULT_CONFIG
     try:
-        loaded = load(path)
+        loaded = load(
+            path, max_bytes=settings.max_config_bytes, max_problems=settings.max_config_problems
+        )
     except ConfigError as exc:
         for problem in exc.problems:
             logger.error("config: %s", problem)
-        raise ServeError(f"config {path} is invalid ({_count(len(exc.problems))})") from None
+        if exc.omitted:
+            logger.error("config: ... and %d more problems", exc.omitted)
+        count = len(exc.problems) + exc.omitted
+        raise ServeError(f"config {path} is invalid ({_count(count)})") from None
     target = resolve_target(
         kubeconfig=settings.kubeconfig, offline=settings.offline, environ=environ
     )

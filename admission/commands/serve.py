@@ -48,6 +48,8 @@ _FLAGS: dict[str, str] = {
     "--sweep-seconds": "sweep_seconds",
     "--config-poll-seconds": "config_poll_seconds",
     "--max-body-bytes": "max_body_bytes",
+    "--max-config-bytes": "max_config_bytes",
+    "--max-config-problems": "max_config_problems",
     "--service": "service",
     "--namespace": "namespace",
     "--kubeconfig": "kubeconfig",
@@ -112,6 +114,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--log-level", choices=["debug", "info", "warning", "error"], help="log level (info)"
     )
     parser.add_argument("--max-body-bytes", metavar="N", help="request body limit (4 MiB)")
+    parser.add_argument(
+        "--max-config-bytes", metavar="N", help="a larger config file is refused (16 MiB)"
+    )
+    parser.add_argument(
+        "--max-config-problems", metavar="N", help="config problems reported per load (20)"
+    )
     parser.add_argument("--service", help="Service name, for certificates created at start")
     parser.add_argument("--namespace", help="Service namespace, for certificates created at start")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster)")

@@ -173,3 +173,52 @@ def test_readiness_follows_the_served_certificate_near_its_expiry(tmp_path: Path
     env = {"TENANTGATE_CERTIFICATE_EXPIRY_MARGIN_SECONDS": "60"}
     with running_server(cert_dir, env=env) as server:
         assert server.readyz()[1]["checks"]["certs"]["ok"]
+
+
+EXAMPLE = (Path(__file__).parent.parent.parent / "examples" / "tenantgate.yaml").read_text()
+
+
+def broken_config(tenants: int) -> str:
+    """The example config with ``tenants`` more tenants, each with two problems."""
+    lines = [EXAMPLE.rstrip()]
+    for index in range(tenants):
+        lines += [
+            f"  broken-{index}:",
+            f"    namespaces: [broken-{index}]",
+            '    quota: {guaranteed: {cpu: "lots"}}',
+            "    bogus: 1",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def config_detail(server: Server) -> str:
+    detail: str = server.readyz()[1]["checks"]["config"]["detail"]
+    return detail
+
+
+def test_broken_and_oversized_configs_are_refused_under_load(tmp_path: Path) -> None:
+    config = tmp_path / "tenantgate.yaml"
+    config.write_text(EXAMPLE)
+    flags = ("--config", str(config), "--config-poll-seconds", "0.2")
+    env = {"TENANTGATE_MAX_CONFIG_BYTES": str(2 * 1024 * 1024)}
+    with running_server(tmp_path / "certs", *flags, env=env) as server, under_load(server):
+        # 4,000 problems: only the first 20 are located and reported.
+        config.write_text(broken_config(2_000))
+        wait_for(lambda: "reload rejected" in config_detail(server), what="the rejection")
+        detail = config_detail(server)
+        assert "reload rejected: 4000 problems: " in detail
+        assert detail.endswith(" (and 3980 more)")
+        assert server.readyz()[0] == 200  # the last good config keeps serving
+
+        config.write_text(EXAMPLE + "#" * (2 * 1024 * 1024))
+        wait_for(lambda: "larger than" in config_detail(server), what="the size refusal")
+        assert f"{config}: larger than the limit of {2 * 1024 * 1024} bytes" in config_detail(
+            server
+        )
+
+        config.write_text(EXAMPLE + "\n# fixed\n")
+        wait_for(lambda: "reload rejected" not in config_detail(server), what="the fix")
+    rejected = [
+        e for e in server.log_entries() if str(e.get("msg", "")).startswith("config rejected")
+    ]
+    assert len(rejected) == 20 + 1 + 1  # 20 problems, "... and 3980 more", the size refusal

@@ -1,0 +1,71 @@
+"""Tests for admission.configreload: a config loaded in a child process, bounded in size and in
+the problems it reports."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from admission.configreload import ConfigRejected, load_policy_limited, read_policy
+from tenants.config import Policy
+
+EXAMPLE = (Path(__file__).parent.parent.parent / "examples" / "tenantgate.yaml").read_text()
+
+
+def broken_tenants(count: int) -> str:
+    """The example config plus ``count`` tenants with two problems each."""
+    lines = [EXAMPLE.rstrip(), ""]
+    if "\ntenants:" not in EXAMPLE:
+        lines.append("tenants:")
+    for index in range(count):
+        lines += [
+            f"  broken-{index}:",
+            f"    namespaces: [broken-{index}]",
+            '    quota: {guaranteed: {cpu: "lots"}}',
+            "    bogus: 1",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_problems_past_the_cap_are_counted_not_listed(tmp_path: Path) -> None:
+    path = tmp_path / "tenantgate.yaml"
+    path.write_text(broken_tenants(100))
+
+    outcome = load_policy_limited(str(path), 1 << 30, 20)
+
+    assert isinstance(outcome, ConfigRejected)
+    assert len(outcome.problems) == 20
+    assert outcome.omitted == 180
+    assert outcome.count == 200
+    assert str(outcome).endswith(" (and 180 more)")
+    assert all(problem.startswith(f"{path}:") for problem in outcome.problems)
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "tenantgate.yaml"
+    path.write_text(EXAMPLE)
+    limit = len(EXAMPLE.encode()) - 1
+
+    outcome = load_policy_limited(str(path), limit, 20)
+
+    assert isinstance(outcome, ConfigRejected)
+    assert outcome.problems == (f"{path}: larger than the limit of {limit} bytes",)
+    assert isinstance(load_policy_limited(str(path), limit + 1, 20), Policy)  # at the limit
+
+
+def test_read_policy_loads_in_a_child_process(tmp_path: Path) -> None:
+    path = tmp_path / "tenantgate.yaml"
+    path.write_text(EXAMPLE)
+
+    policy = asyncio.run(read_policy(path, max_bytes=1 << 24, max_problems=20))
+
+    loaded_here = load_policy_limited(str(path), 1 << 24, 20)
+    assert isinstance(loaded_here, Policy)
+    assert set(policy.tenants) == set(loaded_here.tenants)
+    path.write_text(broken_tenants(3))
+    with pytest.raises(ConfigRejected) as caught:
+        asyncio.run(read_policy(path, max_bytes=1 << 24, max_problems=2))
+    assert caught.value.count == 6
+    assert caught.value.omitted == 4
