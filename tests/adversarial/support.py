@@ -111,6 +111,8 @@ def serve_argv(cert_dir: Path, *extra: str) -> list[str]:
     argv = [sys.executable, "-m", "admission.cli", "serve", "--offline"]
     argv += ["--cert-dir", str(cert_dir), "--log-format", "json"]
     argv += ["--host", LOCALHOST, "--port", "0", "--metrics-host", LOCALHOST, "--metrics-port", "0"]
+    # No pre-stop delay when a test ends the server (a test of shutdown sets its own).
+    argv += ["--shutdown-delay-seconds", "0"]
     return [*argv, *extra]
 
 
