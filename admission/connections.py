@@ -25,7 +25,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import h11
 from uvicorn.config import Config
@@ -64,19 +64,8 @@ class ConnectionGuard:
 
     def protocol(self) -> type[GuardedProtocol]:
         """The protocol class to give uvicorn (``Config(http=...)``), bound to this guard."""
-        guard = self
-
-        class BoundProtocol(GuardedProtocol):
-            def __init__(
-                self,
-                config: Config,
-                server_state: ServerState,
-                app_state: dict[str, Any],
-                _loop: asyncio.AbstractEventLoop | None = None,
-            ) -> None:
-                super().__init__(config, server_state, app_state, _loop, guard=guard)
-
-        return BoundProtocol
+        bound: type[GuardedProtocol] = type("BoundProtocol", (GuardedProtocol,), {"guard": self})
+        return bound
 
     def drain(self) -> None:
         """Begin a graceful close of every connection (see the module docstring)."""
@@ -119,17 +108,17 @@ class GuardedProtocol(H11Protocol):
     """uvicorn's h11 protocol with the deadlines, the cap and the drain of a
     :class:`ConnectionGuard` (see the module docstring)."""
 
+    guard: ClassVar[ConnectionGuard]  # set by ConnectionGuard.protocol()
+
     def __init__(
         self,
         config: Config,
         server_state: ServerState,
         app_state: dict[str, Any],
         _loop: asyncio.AbstractEventLoop | None = None,
-        *,
-        guard: ConnectionGuard,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self._guard = guard
+        self._guard = self.guard
         self._deadline: asyncio.TimerHandle | None = None
         self._deadline_reason = ""
         self.idle_since: float | None = None

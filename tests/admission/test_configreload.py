@@ -10,28 +10,12 @@ import pytest
 
 from admission.configreload import ConfigRejected, load_policy_limited, read_policy
 from tenants.config import Policy
-
-EXAMPLE = (Path(__file__).parent.parent.parent / "examples" / "tenantgate.yaml").read_text()
-
-
-def broken_tenants(count: int) -> str:
-    """The example config plus ``count`` tenants with two problems each."""
-    lines = [EXAMPLE.rstrip(), ""]
-    if "\ntenants:" not in EXAMPLE:
-        lines.append("tenants:")
-    for index in range(count):
-        lines += [
-            f"  broken-{index}:",
-            f"    namespaces: [broken-{index}]",
-            '    quota: {guaranteed: {cpu: "lots"}}',
-            "    bogus: 1",
-        ]
-    return "\n".join(lines) + "\n"
+from tests.adversarial.support import EXAMPLE_CONFIG, broken_config
 
 
 def test_problems_past_the_cap_are_counted_not_listed(tmp_path: Path) -> None:
     path = tmp_path / "tenantgate.yaml"
-    path.write_text(broken_tenants(100))
+    path.write_text(broken_config(100))
 
     outcome = load_policy_limited(str(path), 1 << 30, 20)
 
@@ -45,8 +29,8 @@ def test_problems_past_the_cap_are_counted_not_listed(tmp_path: Path) -> None:
 
 def test_a_file_over_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
     path = tmp_path / "tenantgate.yaml"
-    path.write_text(EXAMPLE)
-    limit = len(EXAMPLE.encode()) - 1
+    path.write_text(EXAMPLE_CONFIG)
+    limit = len(EXAMPLE_CONFIG.encode()) - 1
 
     outcome = load_policy_limited(str(path), limit, 20)
 
@@ -57,14 +41,14 @@ def test_a_file_over_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
 
 def test_read_policy_loads_in_a_child_process(tmp_path: Path) -> None:
     path = tmp_path / "tenantgate.yaml"
-    path.write_text(EXAMPLE)
+    path.write_text(EXAMPLE_CONFIG)
 
     policy = asyncio.run(read_policy(path, max_bytes=1 << 24, max_problems=20))
 
     loaded_here = load_policy_limited(str(path), 1 << 24, 20)
     assert isinstance(loaded_here, Policy)
     assert set(policy.tenants) == set(loaded_here.tenants)
-    path.write_text(broken_tenants(3))
+    path.write_text(broken_config(3))
     with pytest.raises(ConfigRejected) as caught:
         asyncio.run(read_policy(path, max_bytes=1 << 24, max_problems=2))
     assert caught.value.count == 6

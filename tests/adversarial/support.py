@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.tlsclient import STARTUP_TIMEOUT, ServerProcess, client_context, start_process
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "reviews"
+EXAMPLE_CONFIG = (Path(__file__).parent.parent.parent / "examples" / "tenantgate.yaml").read_text()
 REVIEW_FIXTURES = tuple(sorted(FIXTURES.glob("*.json")))
 JSON_HEADERS = {"content-type": "application/json"}
 LOCALHOST = "127.0.0.1"
@@ -33,6 +34,19 @@ LOCALHOST = "127.0.0.1"
 
 def fixture_body(name: str = "v1-create-pod.json") -> bytes:
     return (FIXTURES / name).read_bytes()
+
+
+def broken_config(tenants: int) -> str:
+    """The example config with ``tenants`` more tenants, each with two problems."""
+    lines = [EXAMPLE_CONFIG.rstrip()]
+    for index in range(tenants):
+        lines += [
+            f"  broken-{index}:",
+            f"    namespaces: [broken-{index}]",
+            '    quota: {guaranteed: {cpu: "lots"}}',
+            "    bogus: 1",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def review_body(*, uid: str, name: str = "v1-create-pod.json") -> bytes:

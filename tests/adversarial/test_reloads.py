@@ -19,7 +19,13 @@ from cryptography import x509
 import certs
 from certs.files import certificates_pem, private_key_pem, read_certificates, read_issuer_key
 from certs.issuing import Issued, issue_ca, issue_serving, serving_names
-from tests.adversarial.support import Server, running_server, wait_for
+from tests.adversarial.support import (
+    EXAMPLE_CONFIG,
+    Server,
+    broken_config,
+    running_server,
+    wait_for,
+)
 
 NOW = datetime.now(UTC)
 NAMES = serving_names("tenantgate", "tenantgate-system")
@@ -175,22 +181,6 @@ def test_readiness_follows_the_served_certificate_near_its_expiry(tmp_path: Path
         assert server.readyz()[1]["checks"]["certs"]["ok"]
 
 
-EXAMPLE = (Path(__file__).parent.parent.parent / "examples" / "tenantgate.yaml").read_text()
-
-
-def broken_config(tenants: int) -> str:
-    """The example config with ``tenants`` more tenants, each with two problems."""
-    lines = [EXAMPLE.rstrip()]
-    for index in range(tenants):
-        lines += [
-            f"  broken-{index}:",
-            f"    namespaces: [broken-{index}]",
-            '    quota: {guaranteed: {cpu: "lots"}}',
-            "    bogus: 1",
-        ]
-    return "\n".join(lines) + "\n"
-
-
 def config_detail(server: Server) -> str:
     detail: str = server.readyz()[1]["checks"]["config"]["detail"]
     return detail
@@ -198,7 +188,7 @@ def config_detail(server: Server) -> str:
 
 def test_broken_and_oversized_configs_are_refused_under_load(tmp_path: Path) -> None:
     config = tmp_path / "tenantgate.yaml"
-    config.write_text(EXAMPLE)
+    config.write_text(EXAMPLE_CONFIG)
     flags = ("--config", str(config), "--config-poll-seconds", "0.2")
     env = {"TENANTGATE_MAX_CONFIG_BYTES": str(2 * 1024 * 1024)}
     with running_server(tmp_path / "certs", *flags, env=env) as server, under_load(server):
@@ -210,13 +200,13 @@ def test_broken_and_oversized_configs_are_refused_under_load(tmp_path: Path) -> 
         assert detail.endswith(" (and 3980 more)")
         assert server.readyz()[0] == 200  # the last good config keeps serving
 
-        config.write_text(EXAMPLE + "#" * (2 * 1024 * 1024))
+        config.write_text(EXAMPLE_CONFIG + "#" * (2 * 1024 * 1024))
         wait_for(lambda: "larger than" in config_detail(server), what="the size refusal")
         assert f"{config}: larger than the limit of {2 * 1024 * 1024} bytes" in config_detail(
             server
         )
 
-        config.write_text(EXAMPLE + "\n# fixed\n")
+        config.write_text(EXAMPLE_CONFIG + "\n# fixed\n")
         wait_for(lambda: "reload rejected" not in config_detail(server), what="the fix")
     rejected = [
         e for e in server.log_entries() if str(e.get("msg", "")).startswith("config rejected")
