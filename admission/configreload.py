@@ -14,16 +14,13 @@ unread.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import json
+import sys
 from pathlib import Path
 
 from tenants.config import Policy
 from tenants.configfile import ConfigError, load
 from tenants.kube.informer import release_free_memory
-
-# A fresh interpreter: forking a process that runs watch threads is unsafe.
-_CONTEXT = multiprocessing.get_context("spawn")
 
 
 class ConfigRejected(Exception):
@@ -31,7 +28,7 @@ class ConfigRejected(Exception):
     more were found."""
 
     def __init__(self, problems: tuple[str, ...], omitted: int = 0) -> None:
-        super().__init__(problems, omitted)  # the arguments: it is pickled back from the child
+        super().__init__(problems, omitted)
         self.problems = problems
         self.omitted = omitted
 
@@ -45,7 +42,7 @@ class ConfigRejected(Exception):
 
 
 def check_config(path: str, max_bytes: int, max_problems: int) -> ConfigRejected | None:
-    """Why the file at ``path`` is not usable, or None when it is (run in the child process)."""
+    """Why the file at ``path`` is not usable, or None when it is (what the child runs)."""
     try:
         load(path, max_bytes=max_bytes, max_problems=max_problems)
     except ConfigError as exc:
@@ -67,15 +64,7 @@ def load_policy_limited(path: str, max_bytes: int, max_problems: int) -> Policy 
 async def read_policy(path: Path, *, max_bytes: int, max_problems: int) -> Policy:
     """The compiled policy of ``path``, checked in a child process first; raises
     :class:`ConfigRejected`."""
-    loop = asyncio.get_running_loop()
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=_CONTEXT)
-    try:
-        rejected = await loop.run_in_executor(
-            pool, check_config, str(path), max_bytes, max_problems
-        )
-    finally:
-        # Not waiting: the child exits by itself once it has answered.
-        pool.shutdown(wait=False)
+    rejected = await _check_in_child(path, max_bytes=max_bytes, max_problems=max_problems)
     if rejected is not None:
         raise rejected
     # The file may have changed since: this load checks it again.
@@ -83,3 +72,51 @@ async def read_policy(path: Path, *, max_bytes: int, max_problems: int) -> Polic
     if isinstance(outcome, ConfigRejected):
         raise outcome
     return outcome
+
+
+async def _check_in_child(
+    path: Path, *, max_bytes: int, max_problems: int
+) -> ConfigRejected | None:
+    # A fresh interpreter running this module: forking a process that runs watch threads is
+    # unsafe, and multiprocessing's spawn would import the parent's main script again.
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        __name__,
+        str(path),
+        str(max_bytes),
+        str(max_problems),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await child.communicate()
+    try:
+        answer = json.loads(out)
+        return (
+            None
+            if answer["ok"]
+            else ConfigRejected(tuple(str(p) for p in answer["problems"]), int(answer["omitted"]))
+        )
+    except (ValueError, KeyError, TypeError):
+        # Killed (out of memory, say) or broken: the file is not taken.
+        last = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        reason = f"the process checking it exited with code {child.returncode} {last[0]}"
+        return ConfigRejected((f"{path}: could not be checked: {reason.strip()}",))
+
+
+def main(argv: list[str]) -> int:
+    """``python -m admission.configreload FILE MAX_BYTES MAX_PROBLEMS``: check FILE, print the
+    outcome as JSON (``{"ok": true}`` or ``{"ok": false, "problems": [...], "omitted": N}``)."""
+    path, max_bytes, max_problems = argv[0], int(argv[1]), int(argv[2])
+    rejected = check_config(path, max_bytes, max_problems)
+    if rejected is None:
+        answer: dict[str, object] = {"ok": True}
+    else:
+        answer = {"ok": False, "problems": list(rejected.problems), "omitted": rejected.omitted}
+    sys.stdout.write(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,14 +1,15 @@
-"""Tests for admission.configreload: a config loaded in a child process, bounded in size and in
-the problems it reports."""
+"""Tests for admission.configreload: a config checked in a child process, bounded in size and in
+the problems it reports, then loaded."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 
-from admission.configreload import ConfigRejected, load_policy_limited, read_policy
+from admission.configreload import ConfigRejected, load_policy_limited, main, read_policy
 from tenants.config import Policy
 from tests.adversarial.support import EXAMPLE_CONFIG, broken_config
 
@@ -53,3 +54,18 @@ def test_read_policy_loads_in_a_child_process(tmp_path: Path) -> None:
         asyncio.run(read_policy(path, max_bytes=1 << 24, max_problems=2))
     assert caught.value.count == 6
     assert caught.value.omitted == 4
+
+
+def test_the_child_answers_in_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "tenantgate.yaml"
+    path.write_text(broken_config(1))
+
+    assert main([str(path), str(1 << 24), "1"]) == 0
+
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["ok"] is False
+    assert answer["omitted"] == 1
+    assert answer["problems"][0].startswith(f"{path}:")
+    path.write_text(EXAMPLE_CONFIG)
+    assert main([str(path), str(1 << 24), "1"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True}
