@@ -487,7 +487,9 @@ def _release_memory_soon() -> None:
 
 
 def _release_memory_in_thread() -> None:
-    asyncio.get_running_loop().run_in_executor(None, release_free_memory)
+    # Not worth an error when the loop is shutting down its executor: the process is ending.
+    with contextlib.suppress(RuntimeError):
+        asyncio.get_running_loop().run_in_executor(None, release_free_memory)
 
 
 def _load_tls(settings: Settings) -> certs.ReloadingServerContext:
