@@ -29,7 +29,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     # 10,000 tenants take about 5 MiB.
     max_config_bytes: int = Field(
-        default=16 * 1024 * 1024, gt=0, description="a larger config file is refused unread"
+        default=8 * 1024 * 1024, gt=0, description="a larger config file is refused unread"
     )
     max_config_problems: int = Field(
         default=20, gt=0, description="problems reported per config load (and how many more)"

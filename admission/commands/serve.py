@@ -115,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--max-body-bytes", metavar="N", help="request body limit (4 MiB)")
     parser.add_argument(
-        "--max-config-bytes", metavar="N", help="a larger config file is refused (16 MiB)"
+        "--max-config-bytes", metavar="N", help="a larger config file is refused (8 MiB)"
     )
     parser.add_argument(
         "--max-config-problems", metavar="N", help="config problems reported per load (20)"

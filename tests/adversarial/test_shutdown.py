@@ -30,9 +30,9 @@ FLAGS = (
     "--shutdown-delay-seconds",
     "1",
     "--header-timeout-seconds",
-    "1",
+    "3",
     "--body-timeout-seconds",
-    "1",
+    "3",
     # Far longer than anything here takes: only stalled reads ending at their own timeouts let
     # the server exit before it.
     "--shutdown-grace-seconds",
@@ -142,7 +142,7 @@ def test_ctrl_c_exits_at_once_without_an_error(tmp_path: Path) -> None:
         stalled = tls_socket(server)
         stalled.sendall(b"POST /validate HT")
         server.process.process.send_signal(signal.SIGINT)
-        # Exits after the stalled head's 1 s deadline, never after the 120 s grace.
+        # Exits after the stalled head's 3 s deadline, never after the 120 s grace.
         assert server.process.process.wait(PATIENCE) == 0
         stalled.close()
     entries = server.log_entries()
