@@ -108,6 +108,15 @@ class Server:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
         )
 
+    def errors(self) -> list[Mapping[str, Any]]:
+        """Log entries at error level or above, tracebacks, and lines that are not JSON."""
+        return [
+            entry
+            for entry in self.log_entries()
+            if str(entry.get("level", "")).lower() in ("error", "critical", "raw")
+            or "Traceback" in str(entry)
+        ]
+
     def log_entries(self) -> list[Mapping[str, Any]]:
         entries: list[Mapping[str, Any]] = []
         for line in self.process.lines:

@@ -7,6 +7,7 @@ who closed what and what was answered, never how fast.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.support import (
+    LOCALHOST,
     Server,
     closed_by_peer,
     request_head,
@@ -197,3 +199,13 @@ def test_memory_held_by_many_idle_connections_is_returned(tmp_path: Path) -> Non
             lambda: server.rss_kib() - baseline < grown // 3,
             what=f"RSS back near {baseline} KiB (peak {peak} KiB)",
         )
+
+
+def test_a_client_that_never_starts_tls_is_closed(server: Server) -> None:
+    """asyncio would wait 60 s for a ClientHello; the header deadline bounds the handshake."""
+    with normal_traffic(server):
+        silent = [socket.create_connection((LOCALHOST, server.port)) for _ in range(10)]
+        assert all(closed_by_peer(sock, timeout=PATIENCE) for sock in silent)
+    for sock in silent:
+        sock.close()
+    assert server.errors() == []
