@@ -16,6 +16,10 @@ forever. :class:`GuardedProtocol` adds, per connection:
 
 The body deadline lives in :mod:`admission.bodylimit`, where the body is read; the TLS handshake
 is bounded by the server (``ssl_handshake_timeout``). Everything here runs on the event loop.
+
+It extends uvicorn's ``H11Protocol`` through the members its own keep-alive handling uses
+(``conn``, ``cycle``, ``on_response_complete``, ``handle_events``), as of uvicorn 0.54;
+``tests/adversarial/test_slow_clients.py`` fails if an upgrade changes them.
 """
 
 from __future__ import annotations
