@@ -942,3 +942,33 @@ def test_every_priority_class_the_config_assigns_is_shipped(base: tuple[Manifest
 def test_config_uses_the_shipped_burst_class(base: tuple[Manifest, ...]) -> None:
     burst = _config().get("burstPriorityClass")
     assert burst == BURST_CLASS, f"burstPriorityClass is {burst!r}; the base ships {BURST_CLASS}"
+
+
+# --------------------------------------------------------------------------- what stays out of git
+
+
+def test_the_readme_keeps_the_ca_key_out_of_the_repository() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert "--dir ./" not in readme, "certs go outside the repository, not in ./"
+    assert 'CERT_DIR="$HOME/tenantgate-certs"' in readme
+    assert "never be committed" in readme
+    ignored = subprocess.run(
+        [
+            "git",
+            "check-ignore",
+            "--no-index",
+            "my-cluster/kustomization.yaml",
+            "tenantgate-certs/ca.key",
+            "elsewhere/ca.key",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ignored.stdout.split() == [
+        "my-cluster/kustomization.yaml",
+        "tenantgate-certs/ca.key",
+        "elsewhere/ca.key",
+    ]
