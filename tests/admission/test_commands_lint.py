@@ -59,7 +59,7 @@ def test_several_files_and_quiet(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["lint", "-q", str(EXAMPLE), str(broken)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith(f"{broken}:2: ")
+    assert lines[0].startswith(f"{broken}:2:1: ")
     assert main(["lint", "--quiet", str(EXAMPLE)]) == 0
     assert capsys.readouterr().out == ""
 
@@ -78,3 +78,43 @@ def test_a_file_is_required(capsys: pytest.CaptureFixture[str]) -> None:
         main(["lint"])
     assert exited.value.code == 2
     assert "the following arguments are required: FILE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A key without ':' is noticed on the next line; the mistake is on this one.
+        (
+            "kind: TenantgateConfig\ntenants\n  team-a:\n    namespaces: [team-a]\n",
+            "2:1: while scanning a simple key, could not find expected ':' "
+            "(noticed at line 3, column 9)",
+        ),
+        # An unclosed bracket: reported where it opens.
+        (
+            "tenants:\n  team-a:\n    namespaces: [team-a\n  ml: {}\n",
+            "3:17: while parsing a flow sequence, did not find expected ',' or ']' "
+            "(noticed at line 4, column 5)",
+        ),
+        # An unterminated quote, noticed at the end of the file.
+        (
+            'tenants:\n  team-a:\n    namespaces: ["team-a]\n  ml: {}\n',
+            "3:18: while scanning a quoted scalar, found unexpected end of stream "
+            "(noticed at line 5, column 1)",
+        ),
+        # Where the parser is right, its own position stands.
+        ("tenants:\n  a: b: c\n", "2:7: mapping values are not allowed in this context"),
+        (
+            "tenants:\n  - a\n b: c\n",
+            "3:2: while parsing a block mapping, did not find expected key",
+        ),
+    ],
+)
+def test_yaml_syntax_errors_name_the_line_and_column_of_the_mistake(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+
+    assert main(["lint", str(path)]) == 1
+
+    assert capsys.readouterr().out.splitlines()[0] == f"{path}:{expected}"
