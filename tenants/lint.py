@@ -4,7 +4,9 @@ Beyond what loading refuses (schema errors, unknown profiles or priority classes
 claimed twice, unsupported settings) lint also reports what loads but is surely a mistake: burst
 capacity below the guarantee, rules that can never match, tenants that claim no namespace,
 namespaces that two tenants' selectors both claim, and burst classes that would not be the
-first preemption victims.
+first preemption victims. Given what is known of the cluster (:mod:`tenants.clustercheck`), it
+also warns about schedulers that do not run there and tenant namespaces the webhooks are not
+sent; warnings do not make a file fail.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from classifier.rules import find_unreachable_rules
+from tenants.clustercheck import ClusterFacts, cluster_warnings
 from tenants.config import (
     NamespaceSelector,
     PolicyError,
@@ -45,22 +48,28 @@ class LintReport:
     file: str
     problems: tuple[ConfigProblem, ...]
     summary: str
+    warnings: tuple[ConfigProblem, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def lint_file(path: str | Path) -> LintReport:
+def lint_file(path: str | Path, *, facts: ClusterFacts | None = None) -> LintReport:
     try:
         text = read_text(path)
     except ConfigError as exc:
         return LintReport(str(path), exc.problems, "")
-    return lint_text(text, filename=str(path))
+    return lint_text(text, filename=str(path), facts=facts)
 
 
-def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
-    """Lint config text: every problem found, each with file, line and field."""
+def lint_text(
+    text: str, *, filename: str = "<config>", facts: ClusterFacts | None = None
+) -> LintReport:
+    """Lint config text: every problem found, each with file, line and field.
+
+    With ``facts`` about the cluster, the warnings of :func:`cluster_warnings` too.
+    """
     try:
         data, source = parse_yaml(text, filename=filename)
         config = validate(data, source, filename=filename)
@@ -73,7 +82,9 @@ def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
         problems.extend(exc.problems)
     problems.extend(semantic_problems(config))
     located = ConfigError(locate(problems, source, filename=filename)).problems
-    return LintReport(filename, located, "" if located else summarize(config))
+    warned = cluster_warnings(config, facts) if facts is not None else []
+    warnings = ConfigError(locate(warned, source, filename=filename)).problems if warned else ()
+    return LintReport(filename, located, "" if located else summarize(config), warnings)
 
 
 def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
