@@ -82,19 +82,21 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
 def cluster_facts(args: argparse.Namespace) -> ClusterFacts | None:
     """What ``--kubeconfig`` and ``--webhooks`` tell about the cluster (None: nothing)."""
     facts: ClusterFacts | None = None
-    if args.kubeconfig is not None:
-        target = resolve_target(kubeconfig=args.kubeconfig, offline=False)
-        connection = Connection.open(target, context=args.context)
+    kubeconfig: Path | None = getattr(args, "kubeconfig", None)
+    webhooks: Path | None = getattr(args, "webhooks", None)
+    if kubeconfig is not None:
+        target = resolve_target(kubeconfig=kubeconfig, offline=False)
+        connection = Connection.open(target, context=getattr(args, "context", None))
         try:
             from tenants.kube.clusterfacts import read_cluster_facts
 
             facts = read_cluster_facts(connection)
         finally:
             connection.close()
-    if args.webhooks is not None:
-        documents: list[Any] = list(yaml.safe_load_all(args.webhooks.read_text(encoding="utf-8")))
+    if webhooks is not None:
+        documents: list[Any] = list(yaml.safe_load_all(webhooks.read_text(encoding="utf-8")))
         scopes = webhook_scopes(d for d in documents if isinstance(d, dict))
         if not scopes:
-            raise ValueError(f"{args.webhooks} holds no tenantgate webhook configuration")
+            raise ValueError(f"{webhooks} holds no tenantgate webhook configuration")
         facts = dataclasses.replace(facts or ClusterFacts(), webhooks=scopes)
     return facts
