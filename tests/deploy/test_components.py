@@ -6,9 +6,6 @@ resources against the CRDs their projects publish (tests/fixtures/crds, see SOUR
 from __future__ import annotations
 
 import functools
-import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,8 @@ import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate
 import pytest
 import yaml
+
+from tests.deploy.kustomize import render_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "webhooks"
@@ -32,27 +31,7 @@ Obj = dict[str, Any]
 
 def render(tmp_path: Path, *components: str) -> list[Obj]:
     """``kubectl kustomize`` of a cluster kustomization: the base plus ``components``."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed (it renders the kustomizations)")
-    cluster = tmp_path / "cluster"
-    cluster.mkdir()
-    kustomization = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [os.path.relpath(BASE, cluster)],
-        "components": [os.path.relpath(COMPONENTS / name, cluster) for name in components],
-    }
-    (cluster / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
-    result = subprocess.run(
-        [kubectl, "kustomize", str(cluster)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, f"kubectl kustomize failed:\n{result.stderr}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    return render_cluster(tmp_path / "cluster", [COMPONENTS / name for name in components])
 
 
 @functools.cache

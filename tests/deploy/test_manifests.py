@@ -13,7 +13,6 @@ import functools
 import math
 import os
 import re
-import shutil
 import subprocess
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ import pytest
 import yaml
 
 from admission.settings import Settings
+from tests.deploy.kustomize import render
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "webhooks"
@@ -284,19 +284,7 @@ def scaled(value: int | str, *, total: int) -> int:
 
 
 def render_with_kubectl(directory: Path) -> list[Obj]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
-    result = subprocess.run(
-        [kubectl, "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"kubectl kustomize {directory} failed:\n{result.stderr}")
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    return render(directory)
 
 
 def identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
