@@ -202,3 +202,20 @@ def test_the_dashboard_is_shipped_as_the_component_configmap() -> None:
     titles = {panel["title"] for panel in dashboard["panels"]}
     for wanted in ("Admissions by verdict", "Denials by reason", "Review latency"):
         assert wanted in titles
+
+
+def test_the_up_series_selects_the_job_the_servicemonitor_makes() -> None:
+    """The Prometheus Operator names a ServiceMonitor's job after the Service it scrapes."""
+    monitor = yaml.safe_load((MONITORING / "servicemonitor.yaml").read_text())
+    service = yaml.safe_load((REPO / "deploy" / "webhooks" / "service.yaml").read_text())
+    labels = service["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
+    assert endpoint["honorLabels"] is True, "tenantgate's own endpoint label must keep its name"
+    jobs = {
+        job
+        for rule in alerting_rules()
+        for job in re.findall(r'\bup\{job="([^"]+)"', str(rule["expr"]))
+    }
+    assert jobs == {service["metadata"]["name"]}
