@@ -106,7 +106,7 @@ def _selector(name: str, selector: Mapping[str, Any]) -> NamespaceSelector | Non
 
 
 def cluster_warnings(config: TenantgateConfig, facts: ClusterFacts) -> list[PolicyProblem]:
-    """Warnings about the config in this cluster (each message starts with ``warning:``)."""
+    """Warnings about the config in this cluster."""
     return [*_scheduler_warnings(config, facts), *_namespace_warnings(config, facts)]
 
 
@@ -132,7 +132,7 @@ def _scheduler_warnings(config: TenantgateConfig, facts: ClusterFacts) -> Iterab
             continue
         yield PolicyProblem(
             path,
-            f"warning: no scheduler {scheduler} runs in the cluster (no running pod was placed "
+            f"no scheduler {scheduler} runs in the cluster (no running pod was placed "
             f"by it or is labelled {scheduler}); pods given profile {profile} would stay "
             "Pending",
         )
@@ -182,7 +182,7 @@ def _not_selected(
     if wants_opt_in and labels.get(key) != value:
         hint = f"; label it: kubectl label namespace {namespace} {key}={value}"
     return (
-        f"warning: namespace {namespace} of tenant {tenant} is not selected by webhook "
+        f"namespace {namespace} of tenant {tenant} is not selected by webhook "
         f"{', '.join(webhooks)}: its pods would skip tenantgate and use no quota{hint}"
     )
 

@@ -4,9 +4,11 @@ Beyond what loading refuses (schema errors, unknown profiles or priority classes
 claimed twice, unsupported settings) lint also reports what loads but is surely a mistake: burst
 capacity below the guarantee, rules that can never match, tenants that claim no namespace,
 namespaces that two tenants' selectors both claim, and burst classes that would not be the
-first preemption victims. Given what is known of the cluster (:mod:`tenants.clustercheck`), it
-also warns about schedulers that do not run there and tenant namespaces the webhooks are not
-sent; warnings do not make a file fail.
+first preemption victims; and bounds or container defaults that contradict the quota
+(``tenants.boundslint``), with warnings for limits quotas pods would hit without defaults.
+Given what is known of the cluster (:mod:`tenants.clustercheck`), it also warns about
+schedulers that do not run there and tenant namespaces the webhooks are not sent. Warnings do
+not make a file fail.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from classifier.rules import find_unreachable_rules
+from classifier.rulelint import find_unreachable_rules
+from tenants.boundslint import bounds_problems, limits_warnings
 from tenants.clustercheck import ClusterFacts, cluster_warnings
 from tenants.config import (
     NamespaceSelector,
@@ -43,7 +46,8 @@ _NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 @dataclass(frozen=True, slots=True)
 class LintReport:
-    """The outcome of linting one file: its problems (empty when clean) and a summary."""
+    """The outcome of linting one file: its problems (empty when clean), a summary, and
+    warnings (what is legal but likely to surprise; they do not fail the lint)."""
 
     file: str
     problems: tuple[ConfigProblem, ...]
@@ -82,8 +86,10 @@ def lint_text(
         problems.extend(exc.problems)
     problems.extend(semantic_problems(config))
     located = ConfigError(locate(problems, source, filename=filename)).problems
-    warned = cluster_warnings(config, facts) if facts is not None else []
-    warnings = ConfigError(locate(warned, source, filename=filename)).problems if warned else ()
+    warned = limits_warnings(config)
+    if facts is not None:
+        warned.extend(cluster_warnings(config, facts))
+    warnings = ConfigError(locate(warned, source, filename=filename)).problems
     return LintReport(filename, located, "" if located else summarize(config), warnings)
 
 
@@ -93,6 +99,7 @@ def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
     problems.extend(_burst_problems(config))
     problems.extend(_claim_problems(config))
     problems.extend(_class_problems(config))
+    problems.extend(bounds_problems(config))
     return problems
 
 

@@ -35,6 +35,7 @@ DenialCause = Literal[
     "priority_class",
     "profile_not_allowed",
     "invalid_request",
+    "container_bounds",
     "unclaimed_namespace",
     "managed_metadata",
     "ledger_unavailable",

@@ -2,10 +2,11 @@
 
 Prints every problem as ``FILE:LINE: FIELD: MESSAGE`` (on stdout, so CI logs and editors can
 parse it) and exits 1 when any file has one; otherwise prints a short summary per file and
-exits 0. Connected to a cluster (``--kubeconfig``), or given the rendered webhook
-configurations (``--webhooks``), it also prints warnings (``FIELD: warning: ...``): profiles
-naming a scheduler the cluster does not run, tenant namespaces the webhooks are not sent.
-Warnings alone exit 0. Exit 2 when the cluster or the webhooks file cannot be read.
+exits 0. Warnings (``FILE:LINE: FIELD: warning: MESSAGE``) never change the exit code.
+Connected to a cluster (``--kubeconfig``), or given the rendered webhook configurations
+(``--webhooks``), lint also warns about profiles naming a scheduler the cluster does not run
+and tenant namespaces the webhooks are not sent. Exit 2 when the cluster or the webhooks file
+cannot be read.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     for path in args.files:
         report = lint_file(path, facts=facts)
         for warning in report.warnings:
-            print(warning, file=stream)
+            print(_as_warning(str(warning), warning.message), file=stream)
         if report.ok:
             if not args.quiet:
                 print(f"{report.file}: ok: {report.summary}", file=stream)
@@ -100,3 +101,8 @@ def cluster_facts(args: argparse.Namespace) -> ClusterFacts | None:
             raise ValueError(f"{webhooks} holds no tenantgate webhook configuration")
         facts = dataclasses.replace(facts or ClusterFacts(), webhooks=scopes)
     return facts
+
+
+def _as_warning(text: str, message: str) -> str:
+    """``FILE:LINE: FIELD: warning: MESSAGE``."""
+    return f"{text.removesuffix(message)}warning: {message}"

@@ -95,15 +95,16 @@ def test_an_unknown_preset_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
 # --------------------------------------------------------------------------- scheduler-selector
 
 
-def pod(name: str, *, memory: str = "1Gi", **extra: Any) -> dict[str, Any]:
+def pod(name: str, *, memory: str | list[str] = "1Gi", **extra: Any) -> dict[str, Any]:
     labels = extra.pop("labels", {})
-    resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": memory}}
-    if "gpu" in extra:
-        resources["limits"] = {"nvidia.com/gpu": extra.pop("gpu")}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
-        **extra,
-    }
+    gpu = extra.pop("gpu", None)
+    containers = []
+    for index, amount in enumerate([memory] if isinstance(memory, str) else memory):
+        resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": amount}}
+        if gpu is not None and index == 0:
+            resources["limits"] = {"nvidia.com/gpu": gpu}
+        containers.append({"name": f"c{index}", "image": "busybox", "resources": resources})
+    spec: dict[str, Any] = {"containers": containers, **extra}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -120,6 +121,9 @@ def pod(name: str, *, memory: str = "1Gi", **extra: Any) -> dict[str, Any]:
         (pod("batch", labels={"workload.kubernetes.io/type": "batch"}), "batch-scheduler"),
         (pod("big", memory="9Gi"), "memory-optimized-scheduler"),
         (pod("exactly", memory="8Gi"), None),  # "above 8Gi"
+        # Per container: 10Gi in all, but no container above 8Gi.
+        (pod("split", memory=["5Gi", "5Gi"]), None),
+        (pod("one-big", memory=["1Gi", "9Gi"]), "memory-optimized-scheduler"),
         (pod("plain"), None),
         # GPU first: a realtime GPU pod goes to the GPU scheduler.
         (

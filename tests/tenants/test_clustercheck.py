@@ -96,13 +96,13 @@ def test_profiles_naming_a_scheduler_that_does_not_run_are_warned_about() -> Non
     assert messages(facts) == [
         (
             "profiles.memory.schedulerName",
-            "warning: no scheduler memory-optimized-scheduler runs in the cluster (no running "
+            "no scheduler memory-optimized-scheduler runs in the cluster (no running "
             "pod was placed by it or is labelled memory-optimized-scheduler); pods given "
             "profile memory would stay Pending",
         ),
         (
             "tenants.team-a.profiles.overrides.general.schedulerName",
-            "warning: no scheduler team-a-scheduler runs in the cluster (no running pod was "
+            "no scheduler team-a-scheduler runs in the cluster (no running pod was "
             "placed by it or is labelled team-a-scheduler); pods given profile general would "
             "stay Pending",
         ),
@@ -141,13 +141,13 @@ def test_tenant_namespaces_without_the_opt_in_label_are_warned_about() -> None:
     assert messages(facts) == [
         (
             "tenants.team-a.namespaces",
-            "warning: namespace team-a of tenant team-a is not selected by webhook "
+            "namespace team-a of tenant team-a is not selected by webhook "
             "mutate.tenantgate.io, validate.tenantgate.io: its pods would skip tenantgate and "
             "use no quota; label it: kubectl label namespace team-a tenantgate.io/enabled=true",
         ),
         (
             "tenants.data.namespaceSelector",
-            "warning: namespace data-1 of tenant data is not selected by webhook "
+            "namespace data-1 of tenant data is not selected by webhook "
             "mutate.tenantgate.io, validate.tenantgate.io: its pods would skip tenantgate and "
             "use no quota; label it: kubectl label namespace data-1 tenantgate.io/enabled=true",
         ),
