@@ -60,6 +60,7 @@ _FLAGS: dict[str, str] = {
     "--body-timeout-seconds": "body_timeout_seconds",
     "--keep-alive-seconds": "keep_alive_seconds",
     "--max-connections": "max_connections",
+    "--certificate-expiry-margin-seconds": "certificate_expiry_margin_seconds",
 }
 
 
@@ -103,8 +104,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "can also be set as TENANTGATE_<NAME> (e.g. TENANTGATE_CERT_DIR); flags win.",
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument("--config", metavar="FILE", help="tenants/profiles config file")
-    parser.add_argument("--cert-dir", metavar="DIR", help="TLS material directory")
+    cert_dir = Settings.model_fields["cert_dir"].default
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="tenants/profiles config file (default: $TENANTGATE_CONFIG, else the embedded "
+        "example, examples/tenantgate.yaml)",
+    )
+    parser.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        help="TLS material directory; a CA and a serving certificate are created there when it "
+        f"holds none (default: $TENANTGATE_CERT_DIR, else {cert_dir})",
+    )
     parser.add_argument("--host", help="webhook listen address (default: 0.0.0.0)")
     parser.add_argument("--port", metavar="N", help="webhook port; 0 picks a free one (8443)")
     parser.add_argument("--metrics-host", metavar="HOST", help="metrics listen address")
@@ -149,6 +161,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--max-connections", metavar="N", help="open webhook connections at most (256)"
+    )
+    parser.add_argument(
+        "--certificate-expiry-margin-seconds",
+        metavar="S",
+        help="not ready when the certificate served expires sooner than this (300)",
     )
     parser.add_argument(
         "--recount-seconds", metavar="S", help="period of the full ledger recount (300)"
