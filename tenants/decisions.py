@@ -26,9 +26,11 @@ from typing import Any, Final
 
 from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
+from classifier.limits import pod_limit_usage, pod_usage
 from classifier.quantities import Quantity, format_list
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
+from tenants.bounds import bounds_violations, missing_limits
 from tenants.config import (
     QUEUED_TIER,
     QUOTA_GATE,
@@ -38,6 +40,7 @@ from tenants.config import (
     Policy,
     TenantPolicy,
 )
+from tenants.defaults import apply_defaults, describe_filled, lacks_defaults
 from tenants.gate import book_ungated_create, confirm_gated_create, gate_removal_denial
 from tenants.ledger import (
     TIERS,
@@ -70,6 +73,7 @@ from tenants.quota import (
     format_over,
     headroom,
 )
+from tenants.resourcenames import limit_keys
 from tenants.verdicts import AdmissionInput, Verdict
 
 logger = logging.getLogger(__name__)
@@ -222,7 +226,7 @@ class Confirmation:
 
 
 def _retry(message: str) -> Verdict:
-    return Verdict.deny(message, code=_RETRY_CODE, reason=_RETRY_REASON)
+    return Verdict.deny(message, code=_RETRY_CODE, reason=_RETRY_REASON, cause="retry")
 
 
 def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> dict[str, Quantity]:
@@ -240,7 +244,8 @@ def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> d
 def _burst_class_denial(tenant: TenantPolicy, burst_class: str, actual: str | None) -> Verdict:
     return Verdict.deny(
         f"burst pods of tenant {tenant.name} must use priority class {burst_class}, "
-        f"not {actual or 'none'}"
+        f"not {actual or 'none'}",
+        cause="priority_class",
     )
 
 
@@ -305,7 +310,9 @@ def confirm_for_validate(
 
     decision = check(tenant.quota, ledger, request)
     if decision.tier is None:
-        return ledger, Confirmation(None, Verdict.deny(denial_message(tenant.name, decision)))
+        return ledger, Confirmation(
+            None, Verdict.deny(denial_message(tenant.name, decision), cause="over_quota")
+        )
     if dry_run and reservation_id is not None and label_tier == decision.tier:
         # A dry-run mutate chose this tier and booked nothing: answer as the real run would.
         if decision.tier == "burst" and priority_class != burst_class:
@@ -346,76 +353,13 @@ def apply_container_defaults(
 ) -> list[tuple[str, dict[str, Quantity]]]:
     """Give every container the default request of each resource it neither requests nor limits.
 
-    A resource set at pod level (``spec.resources``) is left alone, since pod-level requests
-    must cover the containers'. Writes copies into ``pod`` (never into shared subtrees) and
-    returns (container name, defaults applied) for each container changed.
+    Requests only (``tenants.defaults.apply_defaults`` fills limits too): (container name,
+    defaults applied) for each container changed.
     """
-    if not defaults:
-        return []
-    spec = pod.get("spec")
-    if not isinstance(spec, dict):
-        return []
-    wanted = {name: defaults[name] for name in _wanted_defaults(spec, defaults)}
-    applied: list[tuple[str, dict[str, Quantity]]] = []
-    for field in ("initContainers", "containers"):
-        items = spec.get(field)
-        if not isinstance(items, list):
-            continue
-        new_items: list[Any] | None = None
-        for index, container in enumerate(items):
-            if not isinstance(container, dict):
-                continue
-            resources = podview.obj(container.get("resources"))
-            requests = podview.obj(resources.get("requests"))
-            limits = podview.obj(resources.get("limits"))
-            missing = {
-                name: amount
-                for name, amount in wanted.items()
-                if name not in requests and name not in limits
-            }
-            if not missing:
-                continue
-            new_requests = dict(requests)
-            new_requests.update({name: str(amount) for name, amount in missing.items()})
-            new_resources = dict(resources)
-            new_resources["requests"] = new_requests
-            new_container = dict(container)
-            new_container["resources"] = new_resources
-            if new_items is None:
-                new_items = list(items)
-            new_items[index] = new_container
-            applied.append((podview.string(container.get("name")) or f"{field}[{index}]", missing))
-        if new_items is not None:
-            spec[field] = new_items
-    return applied
-
-
-def _wanted_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> list[str]:
-    """The defaulted resources not set at pod level (``spec.resources``)."""
-    pod_level = podview.obj(spec.get("resources"))
-    requests = podview.obj(pod_level.get("requests"))
-    limits = podview.obj(pod_level.get("limits"))
-    return [name for name in defaults if name not in requests and name not in limits]
-
-
-def _lacks_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> bool:
-    """Whether :func:`apply_container_defaults` would change a pod with this ``spec``."""
-    wanted = _wanted_defaults(spec, defaults) if defaults else []
-    if not wanted:
-        return False
-    for field in ("initContainers", "containers"):
-        items = spec.get(field)
-        if not isinstance(items, list):
-            continue
-        for container in items:
-            if not isinstance(container, dict):
-                continue
-            resources = podview.obj(container.get("resources"))
-            requests = podview.obj(resources.get("requests"))
-            limits = podview.obj(resources.get("limits"))
-            if any(name not in requests and name not in limits for name in wanted):
-                return True
-    return False
+    return [
+        (item.container, item.requests)
+        for item in apply_defaults(pod, requests=defaults, limits={})
+    ]
 
 
 def _meta_string(pod: Mapping[str, Any], field: str, key: str) -> str | None:
@@ -442,13 +386,42 @@ def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservatio
     annotations[RESERVATION_ANNOTATION] = reservation_id
 
 
-def _exact_request(pod: Mapping[str, Any]) -> Mapping[str, Quantity] | Verdict:
-    """The pod's exact request, or the 400 denial saying what is wrong with its resources."""
+def _exact_request(pod: Mapping[str, Any], *, limits: bool) -> Mapping[str, Quantity] | Verdict:
+    """The pod's exact request (with its ``limits.*`` usage when the tenant has a limits quota),
+    or the 400 denial saying what is wrong with its resources."""
     try:
-        amount = pod_requests(pod)
+        amount = pod_usage(pod) if limits else pod_requests(pod)
     except PodResourceError as exc:
         return _bad_request(str(exc))
     return _checked(amount)
+
+
+def _with_limits(
+    pod: Mapping[str, Any], requests: Mapping[str, Quantity]
+) -> Mapping[str, Quantity] | Verdict:
+    """``requests`` (already known) plus the pod's ``limits.*`` usage, or the 400 denial."""
+    try:
+        limits = pod_limit_usage(pod)
+    except PodResourceError as exc:
+        return _bad_request(str(exc))
+    return _checked({**requests, **limits} if limits else requests)
+
+
+def _shape_denial(tenant: TenantPolicy, pod: Mapping[str, Any], pod_name: str) -> Verdict | None:
+    """The denial for a pod without a limit its tenant's quota caps, or outside its bounds."""
+    capped = limit_keys(tenant.quota.ceiling)
+    if capped:
+        message = missing_limits(pod, capped, tenant=tenant.name, pod_name=pod_name)
+        if message is not None:
+            return Verdict.deny(message, cause="container_bounds")
+    if tenant.bounds is not None:
+        try:
+            found = bounds_violations(pod, tenant.bounds, tenant=tenant.name, pod_name=pod_name)
+        except PodResourceError as exc:
+            return _bad_request(str(exc))
+        if found:
+            return Verdict.deny("; ".join(found), cause="container_bounds")
+    return None
 
 
 def _checked(amount: Mapping[str, Quantity]) -> Mapping[str, Quantity] | Verdict:
@@ -460,7 +433,7 @@ def _checked(amount: Mapping[str, Quantity]) -> Mapping[str, Quantity] | Verdict
 
 
 def _bad_request(message: str) -> Verdict:
-    return Verdict.deny(message, code=400, reason="BadRequest")
+    return Verdict.deny(message, code=400, reason="BadRequest", cause="invalid_request")
 
 
 def _is_pod(request: AdmissionInput) -> bool:
@@ -534,7 +507,8 @@ class PolicyAdmitter:
         if policy.unclaimed == "deny":
             return Verdict.deny(
                 f'namespace "{namespace}" is not claimed by any tenant; '
-                "ask the platform team to add it to a tenant"
+                "ask the platform team to add it to a tenant",
+                cause="unclaimed_namespace",
             )
         return Verdict.allow()
 
@@ -575,21 +549,32 @@ class PolicyAdmitter:
             return _bad_request(str(exc))
         classification = plan.classification
         if classification.problem is not None:
-            return Verdict.deny(f"tenant {tenant.name}: {classification.problem}")
+            return Verdict.deny(
+                f"tenant {tenant.name}: {classification.problem}", cause="profile_not_allowed"
+            )
         mutated = plan.mutated
         warnings = [f"profile {classification.profile}: {classification.reason}"]
 
-        applied = apply_container_defaults(mutated, tenant.container_defaults)
+        applied = apply_defaults(
+            mutated, requests=tenant.container_defaults, limits=tenant.container_default_limits
+        )
         if applied:
-            containers = "; ".join(f"{name} {format_list(amounts)}" for name, amounts in applied)
-            warnings.append(f"tenant {tenant.name} default requests applied: {containers}")
+            warnings.append(describe_filled(tenant.name, applied))
 
         # The plan never changes what a pod requests, so the rules' figure holds unless
         # container defaults were applied.
         known = classification.requests
-        amount = _exact_request(mutated) if applied or known is None else _checked(known)
+        limits = tenant.quota.has_limits
+        if applied or known is None:
+            amount = _exact_request(mutated, limits=limits)
+        else:
+            amount = _with_limits(mutated, known) if limits else _checked(known)
         if isinstance(amount, Verdict):
             return amount
+        if tenant.bounds is not None or limits:
+            denial = _shape_denial(tenant, mutated, _pod_name(request, pod, generated=True))
+            if denial is not None:
+                return denial
 
         original_spec = podview.spec(pod)
         asked = podview.string(original_spec.get("priorityClassName")) or None
@@ -599,7 +584,7 @@ class PolicyAdmitter:
             guaranteed_value = policy.priority_classes[tenant.guaranteed_class].value
             value = self._class_value(policy, asked, original_spec)
             if value is None or value > guaranteed_value:
-                return Verdict.deny(self._class_denial(tenant, asked))
+                return Verdict.deny(self._class_denial(tenant, asked), cause="priority_class")
             warnings.append(
                 f"priority class {asked} is not allowed for tenant {tenant.name}; "
                 f"using {tenant.guaranteed_class}"
@@ -647,7 +632,7 @@ class PolicyAdmitter:
                 )
                 if reason is not None:
                     message += f"; {reason}"
-            return Verdict.deny(message)
+            return Verdict.deny(message, cause="over_quota")
         # A re-invoked webhook, or a user, may have gated the pod: it is admitted, so it runs.
         remove_gate(mutated)
 
@@ -673,6 +658,7 @@ class PolicyAdmitter:
                 "tenant": tenant.name,
                 "tier": tier,
                 "profile": classification.profile,
+                "classified-by": classification.classified_by,
                 "reservation": booking.reservation_id,
             },
         )
@@ -715,7 +701,7 @@ class PolicyAdmitter:
                 if booking.decision.tier is None
                 else f"pods of tenant {tenant.name} wait for its room"
             )
-            return Verdict.deny(full_message(tenant, base, answer.pending))
+            return Verdict.deny(full_message(tenant, base, answer.pending), cause="over_quota")
         policy = self._policy
         set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
         add_gate(mutated)
@@ -830,7 +816,9 @@ class PolicyAdmitter:
         except LedgerUnavailable as exc:
             # Fail closed: without the ledger nothing shows that the pod fits its quota.
             logger.warning("validate: %s", exc.message)
-            return Verdict.deny(exc.message, code=exc.code, reason=exc.reason)
+            return Verdict.deny(
+                exc.message, code=exc.code, reason=exc.reason, cause="ledger_unavailable"
+            )
         return Verdict.allow()
 
     async def _validate_create(
@@ -847,26 +835,34 @@ class PolicyAdmitter:
                 f"label {TENANT_LABEL}={label_tenant} does not match tenant {tenant.name} "
                 f"of namespace {namespace}; retry"
             )
-        amount = _exact_request(pod)
+        amount = _exact_request(pod, limits=tenant.quota.has_limits)
         if isinstance(amount, Verdict):
             return amount
         spec = podview.spec(pod)
         class_name = podview.string(spec.get("priorityClassName")) or None
         if class_name is not None:
             if class_name not in tenant.allowed_classes:
-                return Verdict.deny(self._class_denial(tenant, class_name))
+                return Verdict.deny(self._class_denial(tenant, class_name), cause="priority_class")
             known = policy.priority_classes[class_name]
             priority = spec.get("priority")
             if isinstance(priority, int) and priority > known.value:
                 return Verdict.deny(
                     f"spec.priority {priority} is above the value {known.value} of priority "
-                    f"class {class_name}"
+                    f"class {class_name}",
+                    cause="priority_class",
                 )
-        if _lacks_defaults(spec, tenant.container_defaults):
+        if lacks_defaults(
+            spec, requests=tenant.container_defaults, limits=tenant.container_default_limits
+        ):
+            missing = "requests or limits" if tenant.container_default_limits else "requests"
             return _retry(
                 f"pod {_pod_name(request, pod)} of tenant {tenant.name} has containers without "
-                "requests and was not mutated by tenantgate; retry"
+                f"{missing} and was not mutated by tenantgate; retry"
             )
+        if tenant.bounds is not None or tenant.quota.has_limits:
+            denial = _shape_denial(tenant, pod, _pod_name(request, pod))
+            if denial is not None:
+                return denial
 
         reservation_id = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
         if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
@@ -971,7 +967,9 @@ class PolicyAdmitter:
                 commit=not request.dry_run,
             )
         if result.outcome == "denied":
-            return Verdict.deny(result.message, code=result.code, reason=result.reason)
+            return Verdict.deny(
+                result.message, code=result.code, reason=result.reason, cause="over_quota"
+            )
         return Verdict(
             allowed=True,
             warnings=(result.message,) if result.message else (),
@@ -986,20 +984,25 @@ class PolicyAdmitter:
         old_gated = has_gate(podview.spec(old))
         releasing = old_gated and not has_gate(podview.spec(pod))
         if releasing and request.username != self.gate_owner:
-            return Verdict.deny(self._gate_denial(request, pod, old, now=now))
+            return Verdict.deny(
+                self._gate_denial(request, pod, old, now=now), cause="managed_metadata"
+            )
         for key in _MANAGED_LABELS:
             before, after = old_labels.get(key), new_labels.get(key)
             if before == after:
                 continue
             if key == TIER_LABEL and releasing and before == QUEUED_TIER and after in TIERS:
                 continue  # tenantgate releasing the pod onto its tier
-            if before != after:
-                return Verdict.deny(f"label {key} is managed by tenantgate and cannot be changed")
+            return Verdict.deny(
+                f"label {key} is managed by tenantgate and cannot be changed",
+                cause="managed_metadata",
+            )
         old_id = podview.annotations(old).get(RESERVATION_ANNOTATION)
         if old_id != podview.annotations(pod).get(RESERVATION_ANNOTATION):
             return Verdict.deny(
                 f"annotation {RESERVATION_ANNOTATION} is managed by tenantgate "
-                "and cannot be changed"
+                "and cannot be changed",
+                cause="managed_metadata",
             )
         return Verdict.allow()
 
@@ -1034,11 +1037,12 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
-        new_amount = _exact_request(pod)
+        limits = tenant.quota.has_limits
+        new_amount = _exact_request(pod, limits=limits)
         if isinstance(new_amount, Verdict):
             return new_amount
         try:
-            old_amount = pod_requests(old)
+            old_amount = pod_usage(old) if limits else pod_requests(old)
         except PodResourceError as exc:
             return _bad_request(str(exc))
         delta = _delta(new_amount, old_amount)
@@ -1061,7 +1065,7 @@ class PolicyAdmitter:
             )
             growth = check_growth(tenant.quota, ledger, tier=tier, delta=delta)
             if not growth.fits:
-                return ledger, Verdict.deny(denial_message(tenant.name, growth))
+                return ledger, Verdict.deny(denial_message(tenant.name, growth), cause="over_quota")
             resized, known = resize(ledger, pod_uid=pod_uid, delta=delta)
             if not known:
                 logger.debug("resize of a pod the ledger does not track", extra={"pod": pod_uid})
@@ -1070,8 +1074,12 @@ class PolicyAdmitter:
         return await self._ledger.transact(tenant.name, change, commit=not request.dry_run)
 
 
-def _pod_name(request: AdmissionInput, pod: Mapping[str, Any]) -> str:
+def _pod_name(request: AdmissionInput, pod: Mapping[str, Any], *, generated: bool = False) -> str:
+    """``namespace/name``; ``generated``: a pod not named yet goes by its ``generateName``
+    (``team-a/web-7d9f8c-``), as /mutate sees a Deployment's pods."""
     name = request.name or podview.name(pod)
+    if not name and generated:
+        name = podview.string(podview.metadata(pod).get("generateName")) or ""
     namespace = request.namespace or podview.namespace(pod) or ""
     return f"{namespace}/{name}" if name else namespace
 

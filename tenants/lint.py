@@ -5,7 +5,11 @@ claimed twice, unsupported settings) lint also reports what loads but is surely 
 capacity below the guarantee, rules that can never match, tenants that claim no namespace,
 namespaces that two tenants' selectors both claim, burst classes that would not be the
 first preemption victims, and queue settings that cannot work as written (aging that never
-boosts, a burst-tier queue without burst capacity).
+boosts, a burst-tier queue without burst capacity); and bounds or container defaults that
+contradict the quota (``tenants.boundslint``), with warnings for limits quotas pods would hit
+without defaults. Given what is known of the cluster (:mod:`tenants.clustercheck`), it also
+warns about schedulers that do not run there and tenant namespaces the webhooks are not sent.
+Warnings do not make a file fail.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from classifier.rules import find_unreachable_rules
+from classifier.rulelint import find_unreachable_rules
+from tenants.boundslint import bounds_problems, limits_warnings
+from tenants.clustercheck import ClusterFacts, cluster_warnings
 from tenants.config import (
     NamespaceSelector,
     PolicyError,
@@ -41,27 +47,34 @@ _NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 @dataclass(frozen=True, slots=True)
 class LintReport:
-    """The outcome of linting one file: its problems (empty when clean) and a summary."""
+    """The outcome of linting one file: its problems (empty when clean), a summary, and
+    warnings (what is legal but likely to surprise; they do not fail the lint)."""
 
     file: str
     problems: tuple[ConfigProblem, ...]
     summary: str
+    warnings: tuple[ConfigProblem, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def lint_file(path: str | Path) -> LintReport:
+def lint_file(path: str | Path, *, facts: ClusterFacts | None = None) -> LintReport:
     try:
         text = read_text(path)
     except ConfigError as exc:
         return LintReport(str(path), exc.problems, "")
-    return lint_text(text, filename=str(path))
+    return lint_text(text, filename=str(path), facts=facts)
 
 
-def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
-    """Lint config text: every problem found, each with file, line and field."""
+def lint_text(
+    text: str, *, filename: str = "<config>", facts: ClusterFacts | None = None
+) -> LintReport:
+    """Lint config text: every problem found, each with file, line and field.
+
+    With ``facts`` about the cluster, the warnings of :func:`cluster_warnings` too.
+    """
     try:
         data, source = parse_yaml(text, filename=filename)
         config = validate(data, source, filename=filename)
@@ -74,7 +87,11 @@ def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
         problems.extend(exc.problems)
     problems.extend(semantic_problems(config))
     located = ConfigError(locate(problems, source, filename=filename)).problems
-    return LintReport(filename, located, "" if located else summarize(config))
+    warned = limits_warnings(config)
+    if facts is not None:
+        warned.extend(cluster_warnings(config, facts))
+    warnings = ConfigError(locate(warned, source, filename=filename)).problems
+    return LintReport(filename, located, "" if located else summarize(config), warnings)
 
 
 def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
@@ -84,6 +101,7 @@ def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
     problems.extend(_claim_problems(config))
     problems.extend(_class_problems(config))
     problems.extend(_queue_problems(config))
+    problems.extend(bounds_problems(config))
     return problems
 
 

@@ -59,14 +59,16 @@ class QueueListener(Protocol):
         """``tenant``'s room may have freed, or its queue's head changed: evaluate it."""
 
 
-def queued_pod(facts: GatedPod) -> QueuedPod:
+def queued_pod(facts: GatedPod, amount: Any = None) -> QueuedPod:
+    """The queue's view of a gated pod; ``amount`` is what releasing it books (its request,
+    or with a limits quota its request and limits), ``facts.amount`` by default."""
     return QueuedPod(
         uid=facts.uid,
         namespace=facts.namespace,
         name=facts.name,
         priority=facts.priority,
         queued_at=facts.created_at,
-        amount=facts.amount,
+        amount=facts.amount if amount is None else amount,
         entry_id=facts.reservation or queued_id_for(facts.uid),
         resource_version=facts.resource_version,
     )
@@ -86,7 +88,9 @@ class QueueBook:
     def tenant_of(self, uid: str) -> str | None:
         return self._where.get(uid)
 
-    def observe(self, facts: GatedPod, tenant: str | None, *, listed: bool = False) -> None:
+    def observe(
+        self, facts: GatedPod, tenant: str | None, *, amount: Any = None, listed: bool = False
+    ) -> None:
         """The pod as last seen: in ``tenant``'s queue, or in none (``tenant`` None)."""
         uid = facts.uid
         before = self._where.get(uid)
@@ -101,7 +105,7 @@ class QueueBook:
         if queue is None:
             queue = self.queues[tenant] = TenantQueue(tenant)
         known = queue.get(uid)
-        pod = queued_pod(facts)
+        pod = queued_pod(facts, amount)
         if known is not None and known.resource_version == pod.resource_version:
             return
         queue.add(pod)
