@@ -899,8 +899,16 @@ class PolicyAdmitter:
             ),
             commit=not request.dry_run,
         )
-        if confirmation.verdict is not None:
-            return confirmation.verdict
+        verdict = confirmation.verdict
+        if verdict is not None:
+            if tenant.queue is not None and verdict.cause == "over_quota" and label_tier is None:
+                # Over quota in a queueing tenant, and /mutate did not run (it fails open):
+                # only /mutate can gate the pod, so ask for the create again.
+                return _retry(
+                    f"{verdict.message}; tenantgate's mutating webhook did not run for pod "
+                    f"{_pod_name(request, pod)}, so it could not be queued; retry"
+                )
+            return verdict
         warnings: tuple[str, ...] = ()
         if confirmation.booked_here:
             warnings = (

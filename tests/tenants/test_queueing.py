@@ -275,3 +275,16 @@ def test_lint_flags_a_burst_tier_queue_without_burst() -> None:
     )
     messages = [str(p) for p in lint_text(text, filename="cfg.yaml").problems]
     assert any("tenants.qb.queue.tier: tenant qb has no burst capacity" in m for m in messages)
+
+
+def test_without_the_mutating_webhook_an_over_quota_pod_is_told_to_retry(chain: Chain) -> None:
+    fill(chain, 2)
+    # /mutate failed open (its failurePolicy is Ignore): only it can gate the pod.
+    verdict = chain.validate(stored(qpod(), pod_uid="skipped"), uid="skipped")
+    assert not verdict.allowed
+    assert verdict.code == 409
+    assert verdict.message.endswith(
+        "tenantgate's mutating webhook did not run for pod q/worker-x, so it could not be "
+        "queued; retry"
+    )
+    assert not chain.state("q").queued
