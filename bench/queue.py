@@ -19,7 +19,6 @@ import copy
 import gc
 import statistics
 import tempfile
-import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -186,16 +185,12 @@ def admission_cpu(*, pairs: int = 400, waiting: int = 100) -> dict[str, float]:
 
 def release_latency(*, room: int = 20, waiting: int = 1000, samples: int = 50) -> dict[str, Any]:
     """Deletion of a running pod -> its successor ungated, through the real stack."""
-    from kubernetes import client, config
-
     import certs
-    from admission.runtime import Timings, build_runtime
-    from admission.server import WebhookServer
+    from admission.runtime import Timings
     from admission.settings import Settings
     from devapi import DevAPIServer
+    from tests.integration.harness import WEBHOOKS, Tenantgate
 
-    root = Path(__file__).resolve().parent.parent
-    webhooks = root / "deploy" / "webhooks"
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         cert_dir = directory / "certs"
@@ -203,9 +198,9 @@ def release_latency(*, room: int = 20, waiting: int = 1000, samples: int = 50) -
         config_file = directory / "tenantgate.yaml"
         config_file.write_text(QUEUE_CONFIG.format(room=room, pending=waiting + room))
         manifests = [
-            webhooks / "namespace.yaml",
-            webhooks / "priorityclass-tenant-burst.yaml",
-            webhooks / "priorityclass-tenant-guaranteed.yaml",
+            WEBHOOKS / "namespace.yaml",
+            WEBHOOKS / "priorityclass-tenant-burst.yaml",
+            WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
         ]
         with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
             kubeconfig = api.write_kubeconfig(directory / "kubeconfig")
@@ -222,65 +217,29 @@ def release_latency(*, room: int = 20, waiting: int = 1000, samples: int = 50) -
                 log_level="warning",
             )
             timings = Timings(sweep_seconds=1, recount_seconds=3600, watch_timeout_seconds=60)
-            server_box: dict[str, Any] = {}
-            started = threading.Event()
-
-            async def main() -> None:
-                runtime = build_runtime(settings, timings=timings)
-                server = WebhookServer(settings, app=runtime.app, metrics_app=runtime.metrics_app)
-                server_box["server"] = server
-
-                def on_started(endpoints: Any) -> None:
-                    server_box["port"] = endpoints.port
-                    started.set()
-
-                await runtime.startup()
-                try:
-                    await server.serve(on_started=on_started)
-                finally:
-                    await runtime.shutdown()
-
-            thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
-            thread.start()
-            if not started.wait(60):
-                raise RuntimeError("tenantgate did not start")
-            try:
+            with Tenantgate(settings, timings=timings) as tenantgate:
                 return _measure_release(
                     kubeconfig,
                     cert_dir,
-                    server_box["port"],
+                    tenantgate.url,
                     room=room,
                     waiting=waiting,
                     samples=samples,
-                    client=client,
-                    config=config,
                 )
-            finally:
-                server_box["server"].request_stop()
-                thread.join(60)
 
 
 def _measure_release(
-    kubeconfig: Path,
-    cert_dir: Path,
-    port: int,
-    *,
-    room: int,
-    waiting: int,
-    samples: int,
-    client: Any,
-    config: Any,
+    kubeconfig: Path, cert_dir: Path, url: str, *, room: int, waiting: int, samples: int
 ) -> dict[str, Any]:
+    from kubernetes import client
+
     import certs
-    from tests.integration.harness import register_webhooks
+    from tests.integration.harness import api_client, register_webhooks
 
     register_webhooks(
-        kubeconfig,
-        url=f"https://127.0.0.1:{port}",
-        ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes(),
+        kubeconfig, url=url, ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes()
     )
-    factory: Any = config.new_client_from_config
-    api = factory(config_file=str(kubeconfig))
+    api = api_client(kubeconfig)
     core: Any = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": "team-q"}})
     deadline = time.monotonic() + 60

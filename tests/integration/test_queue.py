@@ -98,19 +98,9 @@ def config_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(kubeconfig: Path, cert_dir: Path, config_file: Path) -> Settings:
+def settings(settings: Settings) -> Settings:
     # The test API server's client is kubernetes-admin: that is tenantgate's identity here.
-    return Settings(
-        config=config_file,
-        cert_dir=cert_dir,
-        host="127.0.0.1",
-        port=0,
-        metrics_host="127.0.0.1",
-        metrics_port=0,
-        kubeconfig=kubeconfig,
-        shutdown_grace_seconds=1,
-        gate_owner="kubernetes-admin",
-    )
+    return settings.model_copy(update={"gate_owner": "kubernetes-admin"})
 
 
 @pytest.fixture
