@@ -26,6 +26,7 @@ from tenants.ledger import (
     Tier,
     bind,
     book,
+    enqueue,
     ledger_from_json,
     ledger_to_json,
 )
@@ -146,6 +147,29 @@ def test_crd_schema_accepts_the_status_the_store_writes() -> None:
     ledger = bind(ledger, reservation_id="r-1", pod_uid="0b8c6f3e-3f1e-4f6a-9a57-0d1f0e2c9b11")
     jsonschema.validate(_status_as_the_store_writes_it(ledger), _status_schema())
     jsonschema.validate(_status_as_the_store_writes_it(TenantLedger("empty")), _status_schema())
+
+
+def test_crd_schema_declares_every_field_the_store_writes() -> None:
+    """A structural schema prunes what it does not declare: a field missing there is lost."""
+    ledger = book(
+        TenantLedger("team-a"),
+        reservation_id="r-0",
+        tier="guaranteed",
+        amount={"cpu": Quantity.parse("1")},
+        now=0,
+        ttl=1,
+        pod_uid="u-0",
+    )
+    ledger = enqueue(ledger, entry_id="q-0", priority=1000, now=0, ttl=120)
+    ledger = enqueue(ledger, entry_id="q-1", priority=100, now=1, ttl=None, pod_uid="u-1")
+    status = _status_as_the_store_writes_it(ledger)
+    schema = _status_schema()
+    assert set(status) <= set(schema["properties"])
+    for key in ("reservations", "queued"):
+        declared = set(schema["properties"][key]["items"]["properties"])
+        for item in status[key]:
+            assert set(item) <= declared, (key, item)
+    jsonschema.validate(status, schema)
 
 
 @pytest.mark.parametrize(
