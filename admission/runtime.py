@@ -45,7 +45,7 @@ from admission.settings import Settings
 from admission.status import StatusCollector, StatusSources, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
-from tenants.config import Policy, PolicyError
+from tenants.config import Policy, PolicyError, global_default_class
 from tenants.configfile import ConfigError, load, load_policy
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
@@ -673,11 +673,13 @@ class Runtime:
         if live is None:
             return base, frozenset()
         classes, missing = effective_classes(base.priority_classes, live)
+        # The Priority plugin writes the cluster's default class, whatever the config says.
+        default = global_default_class(live)
         try:
-            return base.with_priority_classes(classes), missing
+            return base.with_priority_classes(classes).with_global_default(default), missing
         except PolicyError as exc:
             logger.error("the cluster's priority classes do not compile with the config: %s", exc)
-            return base, missing
+            return base.with_global_default(default), missing
 
 
 def build_runtime(

@@ -242,7 +242,22 @@ class TenantgateConfig(ClassifierConfig):
     reservationTTLSeconds: int = Field(
         default=120, gt=0, description="a reservation not seen stored by then is released"
     )
+    holdTTLSeconds: int = Field(
+        default=15,
+        gt=0,
+        description="a /mutate booking not validated by then is released (webhook timeouts "
+        "plus margin)",
+    )
     ledger: LedgerSpec = Field(default_factory=LedgerSpec)
+
+    @model_validator(mode="after")
+    def _hold_within_reservation(self) -> Self:
+        if self.holdTTLSeconds > self.reservationTTLSeconds:
+            raise ValueError(
+                f"holdTTLSeconds ({self.holdTTLSeconds}) must not exceed reservationTTLSeconds "
+                f"({self.reservationTTLSeconds})"
+            )
+        return self
 
     @field_validator("tenants")
     @classmethod
@@ -255,6 +270,16 @@ class TenantgateConfig(ClassifierConfig):
 
 
 # --------------------------------------------------------------------------- compiled policy
+
+
+def global_default_class(classes: Mapping[str, PriorityClassSpec]) -> str | None:
+    """The class the Priority admission plugin gives pods that name none; None: no default.
+
+    As ``getDefaultPriorityClass`` in ``plugin/pkg/admission/priority/admission.go``: of the
+    classes marked ``globalDefault`` (several can exist after a race), the lowest value.
+    """
+    marked = [(spec.value, name) for name, spec in classes.items() if spec.globalDefault]
+    return min(marked)[1] if marked else None
 
 
 # A compile problem has the classifier's shape: the field path it concerns and a message.
@@ -343,6 +368,10 @@ class Policy:
     by_namespace: Mapping[str, TenantPolicy]
     selector_tenants: tuple[TenantPolicy, ...]
     variants: tuple[ClassifierVariant, ...] = ()
+    # How long a /mutate booking waits for /validate (a hold), and the PriorityClass the
+    # Priority plugin writes into pods naming none (the cluster's, else the config's).
+    hold_ttl: float = 15.0
+    global_default: str | None = None
     _selector_cache: dict[tuple[str, frozenset[tuple[str, str]]], Any] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -392,7 +421,15 @@ class Policy:
             by_namespace={ns: tenants[t.name] for ns, t in self.by_namespace.items()},
             selector_tenants=tuple(tenants[t.name] for t in self.selector_tenants),
             variants=variants,
+            hold_ttl=self.hold_ttl,
+            global_default=self.global_default,
         )
+
+    def with_global_default(self, name: str | None) -> Policy:
+        """This policy with another global default PriorityClass (the cluster's)."""
+        if name == self.global_default:
+            return self
+        return replace(self, global_default=name)
 
     def tenant_for(
         self, namespace: str, labels: Mapping[str, str] | None = None
@@ -600,4 +637,6 @@ def compile_policy(config: TenantgateConfig) -> Policy:
         by_namespace=by_namespace,
         selector_tenants=tuple(selector_tenants),
         variants=tuple(variants),
+        hold_ttl=float(config.holdTTLSeconds),
+        global_default=global_default_class(classes),
     )

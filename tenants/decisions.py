@@ -37,12 +37,14 @@ from tenants.config import (
     TenantPolicy,
 )
 from tenants.ledger import (
+    TIERS,
     LedgerStore,
     LedgerUnavailable,
     TenantLedger,
     Tier,
     book,
     cancel,
+    expire,
     resize,
     top_up,
 )
@@ -106,20 +108,23 @@ def book_for_mutate(
     now: float,
     ttl: float,
 ) -> tuple[TenantLedger, Booking]:
-    """Pick the tier and book, re-using the pod's reservation on re-invocation.
+    """Pick the tier and book a hold, re-using the pod's own hold on re-invocation.
 
-    A reservation named by the pod and not yet bound to a stored pod is this admission's own
-    (the webhook was re-invoked): it is released and booked again under the same id with the
-    new request, so the tier can follow resources another webhook changed. A denied
-    re-invocation releases it.
+    The booking is a *hold* that expires ``ttl`` seconds from ``now`` (the policy's short hold
+    TTL): a later admission step may still refuse the pod, and only /validate turns the hold
+    into a reservation. A hold named by the pod is this admission's own (the webhook was
+    re-invoked): it is released and booked again under the same id with the new request, so
+    the tier can follow resources another webhook changed. A denied re-invocation releases
+    it. An id the pod names that the ledger does not hold (copied from a stored pod) is not
+    reused: the booking takes the id derived from this request, which /validate recognises.
+    When the request does not fit, holds past their TTL that the sweep has not removed yet
+    are released first and the check is made again.
     """
     base = ledger
     reservation_id: str | None = None
     if existing_id is not None:
         mine = ledger.reservations.get(existing_id)
-        if mine is None:
-            reservation_id = existing_id
-        elif mine.pod_uid is None:
+        if mine is not None and mine.pod_uid is None:
             base = cancel(ledger, reservation_id=existing_id)
             reservation_id = existing_id
     if reservation_id is None:
@@ -131,11 +136,31 @@ def book_for_mutate(
             reservation_id = _free_id(ledger, derived_id)
     decision = check(tenant.quota, base, request)
     if decision.tier is None:
+        base, decision = _recheck_without_stale_holds(tenant, base, request, now=now)
+    if decision.tier is None:
         return base, Booking(decision, reservation_id, base)
     after = book(
         base, reservation_id=reservation_id, tier=decision.tier, amount=request, now=now, ttl=ttl
     )
     return after, Booking(decision, reservation_id, after)
+
+
+def _recheck_without_stale_holds(
+    tenant: TenantPolicy, ledger: TenantLedger, request: Mapping[str, Quantity], *, now: float
+) -> tuple[TenantLedger, Decision]:
+    """The check again, once holds past their TTL are released; the ledger it was made on.
+
+    Only a denial pays for this scan: an admission that fits never looks at the holds.
+    """
+    fresh, expired = expire(ledger, now=now, only_unbound=True)
+    if expired:
+        logger.info(
+            "tenant %s: %d holds past their TTL released before checking a request",
+            tenant.name,
+            len(expired),
+            extra={"tenant": tenant.name, "holds": len(expired)},
+        )
+    return fresh, check(tenant.quota, fresh, request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +211,17 @@ def confirm_for_validate(
     now: float,
     ttl: float,
 ) -> tuple[TenantLedger, Confirmation]:
-    """Check the final pod against its reservation; top up, bind, or book here.
+    """Check the final pod against its hold; top up, bind, or book here.
 
-    The reservation is bound to ``pod_uid`` so that it can never admit a second pod. When the
-    pod is denied, its reservation is released at once: the pod will never be stored.
+    The hold is bound to ``pod_uid`` so that it can never admit a second pod, and becomes a
+    reservation: it now expires ``ttl`` seconds from ``now`` (the reservation TTL), the time
+    the stored pod has to be seen. When the pod is denied, its hold is released at once: the
+    pod will never be stored.
+
+    A dry-run booked nothing at /mutate, so no hold is found: when the pod carries the
+    reservation id derived from this very request (``derived_id``, which only /mutate of this
+    request can have written) and a tier label, it is judged as /mutate judged it, whatever
+    real pods took meanwhile.
     """
     # The pod's own booking: bound to it already (a retried request), else the one its
     # annotation names if no other pod took it.
@@ -226,19 +258,29 @@ def confirm_for_validate(
                     ),
                 )
         if delta or reservation.pod_uid != pod_uid:
-            ledger = top_up(ledger, reservation_id=reservation.id, amount=request, pod_uid=pod_uid)
+            ledger = top_up(
+                ledger,
+                reservation_id=reservation.id,
+                amount=request,
+                pod_uid=pod_uid,
+                expires_at=now + ttl if reservation.pod_uid is None else None,
+            )
         return ledger, Confirmation(reservation.tier)
 
-    decision = check(tenant.quota, ledger, request)
-    if decision.tier is None:
-        return ledger, Confirmation(None, Verdict.deny(denial_message(tenant.name, decision)))
-    if dry_run and reservation_id is not None and label_tier == decision.tier:
-        # A dry-run mutate chose this tier and booked nothing: answer as the real run would.
-        if decision.tier == "burst" and priority_class != burst_class:
+    if dry_run and reservation_id == derived_id and label_tier in TIERS:
+        # This request's own dry-run /mutate chose the tier and booked nothing: answer as it
+        # did, never with a check a real pod may have made fail since.
+        mutated_tier: Tier = "burst" if label_tier == "burst" else "guaranteed"
+        if mutated_tier == "burst" and priority_class != burst_class:
             return ledger, Confirmation(
                 None, _burst_class_denial(tenant, burst_class, priority_class)
             )
-        return ledger, Confirmation(decision.tier)
+        return ledger, Confirmation(mutated_tier)
+    decision = check(tenant.quota, ledger, request)
+    if decision.tier is None:
+        ledger, decision = _recheck_without_stale_holds(tenant, ledger, request, now=now)
+    if decision.tier is None:
+        return ledger, Confirmation(None, Verdict.deny(denial_message(tenant.name, decision)))
     if decision.tier != "guaranteed" or label_tier not in (None, "guaranteed"):
         return ledger, Confirmation(
             None,
@@ -342,6 +384,29 @@ def _lacks_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -
             if any(name not in requests and name not in limits for name in wanted):
                 return True
     return False
+
+
+_PRIORITY_FIELDS: Final = ("priorityClassName", "priority", "preemptionPolicy")
+
+
+def _without_default_class(pod: JSONObject, global_default: str | None) -> JSONObject:
+    """``pod`` as its author wrote it when it carries the cluster's global default class.
+
+    The Priority admission plugin runs before any webhook and writes the globalDefault class
+    (with its priority and preemption policy) into every pod that names none
+    (``admitPod`` in ``plugin/pkg/admission/priority/admission.go``): such a pod asked for no
+    class, and is planned as one without. A shallow copy; ``pod`` itself is not changed.
+    """
+    spec = pod.get("spec")
+    if (
+        global_default is None
+        or not isinstance(spec, dict)
+        or spec.get("priorityClassName") != global_default
+    ):
+        return pod
+    bare = dict(pod)
+    bare["spec"] = {key: value for key, value in spec.items() if key not in _PRIORITY_FIELDS}
+    return bare
 
 
 def _meta_string(pod: Mapping[str, Any], field: str, key: str) -> str | None:
@@ -490,6 +555,7 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
+        pod = _without_default_class(pod, policy.global_default)
 
         try:
             plan = tenant.classifier.plan(
@@ -543,7 +609,7 @@ class PolicyAdmitter:
                 existing_id=existing,
                 derived_id=reservation_id_for(request.uid),
                 now=now,
-                ttl=policy.reservation_ttl,
+                ttl=policy.hold_ttl,
             ),
             commit=not request.dry_run,
         )
@@ -699,6 +765,10 @@ class PolicyAdmitter:
             return amount
         spec = podview.spec(pod)
         class_name = podview.string(spec.get("priorityClassName")) or None
+        if class_name == policy.global_default and class_name not in tenant.allowed_classes:
+            # The Priority plugin's default, written into a pod that named no class (and that
+            # /mutate did not see): the pod asked for nothing.
+            class_name = None
         if class_name is not None:
             if class_name not in tenant.allowed_classes:
                 return Verdict.deny(self._class_denial(tenant, class_name))
