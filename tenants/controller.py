@@ -45,6 +45,7 @@ from tenants.ledger import (
     cancel,
     confirm,
     expire,
+    recharge,
     release,
 )
 
@@ -134,7 +135,7 @@ class AmountInterner:
 
     def request(self, pod: Mapping[str, Any]) -> tuple[Mapping[str, Quantity], str | None]:
         """The pod's shared amount and why it is invalid (None when valid), remembered by spec."""
-        key = _request_key(podview.spec(pod))
+        key = _request_key(pod)
         known = self._requests.get(key) if key is not None else None
         if known is not None:
             return known
@@ -148,7 +149,9 @@ def _request(
     pod: Mapping[str, Any], intern: AmountInterner | None
 ) -> tuple[Mapping[str, Quantity], str | None]:
     try:
-        computed = pod_requests(pod)
+        # What the pod holds, as the quota evaluator charges it: after an in-place resize its
+        # containers' status counts too (PodRequests with UseStatusResources).
+        computed = pod_requests(pod, use_status=True)
     except PodResourceError as exc:
         return _ONE_POD, str(exc)
     return (intern(computed) if intern is not None else computed), None
@@ -171,13 +174,50 @@ def _container_key(items: Any) -> list[Any] | None:
     ]
 
 
-def _request_key(spec: Mapping[str, Any]) -> bytes | None:
-    """Every field of ``spec`` that :func:`pod_requests` reads, serialized; None if it cannot be.
+def _container_names(items: Any) -> list[Any] | None:
+    if not isinstance(items, list):
+        return None
+    return [item.get("name") if isinstance(item, dict) else 0 for item in items]
+
+
+def _status_key(status: Mapping[str, Any]) -> list[Any] | None:
+    """What :func:`pod_requests` reads of a pod's status (containers' resources, the resize
+    condition); None for a status without container statuses (a pod not started yet)."""
+    containers = status.get("containerStatuses")
+    init_containers = status.get("initContainerStatuses")
+    if not containers and not init_containers:
+        return None
+    return [
+        [
+            [item.get("name"), item.get("resources"), item.get("allocatedResources")]
+            if isinstance(item, dict)
+            else 0
+            for item in (items if isinstance(items, list) else ())
+        ]
+        for items in (containers, init_containers)
+    ] + [_resize_pending(status.get("conditions"))]
+
+
+def _resize_pending(conditions: Any) -> Any:
+    """The reason of the first ``PodResizePending`` condition (the rest differ pod by pod)."""
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == "PodResizePending":
+            return condition.get("reason")
+    return None
+
+
+def _request_key(pod: Mapping[str, Any]) -> bytes | None:
+    """Every field of ``pod`` that :func:`pod_requests` reads, serialized; None if it cannot be.
 
     Serializing keeps the field types apart (``"1"`` and ``1`` are different keys), as
     :func:`pod_requests` does when it reads them; anything but parsed JSON (a date, a
     subclass, a huge integer) is not written, so such a pod is computed every time.
     """
+    spec = podview.spec(pod)
+    status = _status_key(podview.obj(pod.get("status")))
+    if status is not None:
+        # Statuses are matched to containers by name.
+        status.append([_container_names(spec.get(f)) for f in ("containers", "initContainers")])
     try:
         return orjson.dumps(
             [
@@ -185,6 +225,7 @@ def _request_key(spec: Mapping[str, Any]) -> bytes | None:
                 _container_key(spec.get("initContainers")),
                 spec.get("resources"),
                 spec.get("overhead"),
+                status,
             ],
             option=_KEY_OPTIONS,
         )
@@ -277,6 +318,16 @@ def charge_pod(
     if len(charged.reservations) < len(ledger.reservations):
         return charged, "confirmed"
     return charged, "late" if facts.reservation is not None else "unadmitted"
+
+
+def recharge_pod(ledger: TenantLedger, facts: PodFacts) -> tuple[TenantLedger, bool]:
+    """Set a charged pod's charge to what it holds now (``facts.amount``), same tier.
+
+    Idempotent: a charge /validate already grew for a resize is left as it is. Returns whether
+    the charge changed; a pod not charged (its reservation not yet confirmed) is left alone.
+    """
+    recharged = recharge(ledger, pod_uid=facts.uid, amount=facts.amount)
+    return recharged, recharged is not ledger
 
 
 def release_pod(ledger: TenantLedger, facts: PodFacts) -> tuple[TenantLedger, Charge | None]:
@@ -637,6 +688,10 @@ class LedgerController:
         members = self._by_namespace[facts.namespace]
         charged = members[uid]
         if tenant == charged:
+            if tenant is not None and known is not None and known.amount is not facts.amount:
+                # An in-place resize changed what the pod holds (its spec, or the kubelet's
+                # allocated and actual resources): its charge follows.
+                self._store.update(tenant, lambda ledger: recharge_pod(ledger, facts))
             return
         carry = None
         if charged is not None:
@@ -1060,6 +1115,7 @@ __all__ = [
     "charge_pod",
     "find_drift",
     "pod_facts",
+    "recharge_pod",
     "release_pod",
     "usage_drift",
 ]

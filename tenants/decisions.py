@@ -848,13 +848,18 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
-        new_amount = _exact_request(pod)
-        if isinstance(new_amount, Verdict):
-            return new_amount
+        # What the pod holds before and after: an in-place resize is charged as the quota
+        # evaluator charges it, from the spec and the containers' allocated and actual
+        # resources (UseStatusResources), so a shrink frees nothing until the kubelet applies
+        # it, and growth is charged only above what is already held.
         try:
-            old_amount = pod_requests(old)
+            new_amount = pod_requests(pod, use_status=True)
+            old_amount = pod_requests(old, use_status=True)
         except PodResourceError as exc:
             return _bad_request(str(exc))
+        checked = _checked(new_amount)
+        if isinstance(checked, Verdict):
+            return checked
         delta = _delta(new_amount, old_amount)
         if not delta:
             return Verdict.allow()

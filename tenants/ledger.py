@@ -404,6 +404,22 @@ def resize(
     return ledger, False
 
 
+def recharge(ledger: TenantLedger, *, pod_uid: str, amount: Mapping[str, Quantity]) -> TenantLedger:
+    """Set a stored pod's charge to exactly ``amount`` (same tier), its usage following.
+
+    For what a pod holds changing after admission (an in-place resize the kubelet applied or
+    found infeasible). A pod without a charge is left alone.
+    """
+    charge = ledger.charges.get(pod_uid)
+    if charge is None or charge.amount == amount:
+        return ledger
+    charges = ledger.charges.set(pod_uid, Charge(charge.tier, amount))
+    delta = _difference(amount, charge.amount)
+    if not delta:
+        return _ledger(ledger, charges=charges)
+    return _charge_usage(ledger, charge.tier, delta, 1, charges=charges)
+
+
 def expire(
     ledger: TenantLedger, *, now: float, only_unbound: bool = False
 ) -> tuple[TenantLedger, tuple[Reservation, ...]]:
@@ -683,6 +699,7 @@ __all__ = [
     "ledger_from_json",
     "ledger_from_usage",
     "ledger_to_json",
+    "recharge",
     "release",
     "resize",
     "top_up",

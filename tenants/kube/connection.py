@@ -58,6 +58,7 @@ class _PodMetadata(TypedDict, total=False):
 
 
 class _PodContainer(TypedDict, total=False):
+    name: Any
     resources: Any
     restartPolicy: Any
 
@@ -70,8 +71,22 @@ class _PodSpec(TypedDict, total=False):
     priorityClassName: Any
 
 
+class _PodContainerStatus(TypedDict, total=False):
+    name: Any
+    resources: Any
+    allocatedResources: Any
+
+
+class _PodCondition(TypedDict, total=False):
+    type: Any
+    reason: Any
+
+
 class _PodStatus(TypedDict, total=False):
     phase: Any
+    containerStatuses: list[_PodContainerStatus] | None
+    initContainerStatuses: list[_PodContainerStatus] | None
+    conditions: list[_PodCondition] | None
 
 
 class PodItem(TypedDict, total=False):
