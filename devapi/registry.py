@@ -143,6 +143,8 @@ class Registry:
         # status it has to write next (found when they are written, not by scanning them all).
         self._node_allocatable = node_allocatable
         self._kubelet_pending: set[tuple[str, str]] = set()
+        # Tests hold the kubelet back to see a pod between its resize and its actuation.
+        self.kubelet_paused = False
         self._strategies: dict[ResourceKey, Strategy] = {}
         self._webhooks: _ParsedWebhooks | None = None
         self.chain = chain_factory(self)
@@ -861,6 +863,8 @@ class Registry:
 
     def _sync_pods(self) -> None:
         """The kubelet writes the status of the pods bound to its node (devapi.kubelet)."""
+        if self.kubelet_paused:
+            return
         pending, self._kubelet_pending = self._kubelet_pending, set()
         for namespace, name in sorted(pending):
             pod = self.store.get(PODS.key, namespace, name)

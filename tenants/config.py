@@ -56,6 +56,8 @@ T = TypeVar("T")
 TENANT_LABEL: Final = "tenantgate.io/tenant"
 TIER_LABEL: Final = "tenantgate.io/tier"
 RESERVATION_ANNOTATION: Final = "tenantgate.io/reservation"
+# The tier a dry-run's /mutate chose, for its /validate (set on dry-runs only).
+DRY_RUN_TIER_ANNOTATION: Final = "tenantgate.io/dry-run-tier"
 
 _MISSING: Final = object()
 _DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -249,15 +251,6 @@ class TenantgateConfig(ClassifierConfig):
         "plus margin)",
     )
     ledger: LedgerSpec = Field(default_factory=LedgerSpec)
-
-    @model_validator(mode="after")
-    def _hold_within_reservation(self) -> Self:
-        if self.holdTTLSeconds > self.reservationTTLSeconds:
-            raise ValueError(
-                f"holdTTLSeconds ({self.holdTTLSeconds}) must not exceed reservationTTLSeconds "
-                f"({self.reservationTTLSeconds})"
-            )
-        return self
 
     @field_validator("tenants")
     @classmethod
@@ -637,6 +630,7 @@ def compile_policy(config: TenantgateConfig) -> Policy:
         by_namespace=by_namespace,
         selector_tenants=tuple(selector_tenants),
         variants=tuple(variants),
-        hold_ttl=float(config.holdTTLSeconds),
+        # A hold never outlives the reservation it becomes.
+        hold_ttl=float(min(config.holdTTLSeconds, config.reservationTTLSeconds)),
         global_default=global_default_class(classes),
     )

@@ -30,6 +30,7 @@ from classifier.quantities import Quantity, format_list
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
 from tenants.config import (
+    DRY_RUN_TIER_ANNOTATION,
     RESERVATION_ANNOTATION,
     TENANT_LABEL,
     TIER_LABEL,
@@ -37,7 +38,6 @@ from tenants.config import (
     TenantPolicy,
 )
 from tenants.ledger import (
-    TIERS,
     LedgerStore,
     LedgerUnavailable,
     TenantLedger,
@@ -115,16 +115,16 @@ def book_for_mutate(
     into a reservation. A hold named by the pod is this admission's own (the webhook was
     re-invoked): it is released and booked again under the same id with the new request, so
     the tier can follow resources another webhook changed. A denied re-invocation releases
-    it. An id the pod names that the ledger does not hold (copied from a stored pod) is not
-    reused: the booking takes the id derived from this request, which /validate recognises.
-    When the request does not fit, holds past their TTL that the sweep has not removed yet
+    it. When the request does not fit, holds past their TTL that the sweep has not removed yet
     are released first and the check is made again.
     """
     base = ledger
     reservation_id: str | None = None
     if existing_id is not None:
         mine = ledger.reservations.get(existing_id)
-        if mine is not None and mine.pod_uid is None:
+        if mine is None:
+            reservation_id = existing_id
+        elif mine.pod_uid is None:
             base = cancel(ledger, reservation_id=existing_id)
             reservation_id = existing_id
     if reservation_id is None:
@@ -210,6 +210,7 @@ def confirm_for_validate(
     dry_run: bool,
     now: float,
     ttl: float,
+    mutated_tier: Tier | None = None,
 ) -> tuple[TenantLedger, Confirmation]:
     """Check the final pod against its hold; top up, bind, or book here.
 
@@ -218,10 +219,9 @@ def confirm_for_validate(
     the stored pod has to be seen. When the pod is denied, its hold is released at once: the
     pod will never be stored.
 
-    A dry-run booked nothing at /mutate, so no hold is found: when the pod carries the
-    reservation id derived from this very request (``derived_id``, which only /mutate of this
-    request can have written) and a tier label, it is judged as /mutate judged it, whatever
-    real pods took meanwhile.
+    A dry-run booked nothing at /mutate, so no hold is found: ``mutated_tier`` is the tier its
+    /mutate chose (the caller reads it from the object on dry-runs only), and the pod is judged
+    as /mutate judged it, whatever real pods took meanwhile.
     """
     # The pod's own booking: bound to it already (a retried request), else the one its
     # annotation names if no other pod took it.
@@ -267,10 +267,9 @@ def confirm_for_validate(
             )
         return ledger, Confirmation(reservation.tier)
 
-    if dry_run and reservation_id == derived_id and label_tier in TIERS:
-        # This request's own dry-run /mutate chose the tier and booked nothing: answer as it
-        # did, never with a check a real pod may have made fail since.
-        mutated_tier: Tier = "burst" if label_tier == "burst" else "guaranteed"
+    if dry_run and mutated_tier is not None and label_tier == mutated_tier:
+        # This dry-run's /mutate chose the tier and booked nothing: answer as it did, never
+        # with a check a real pod may have made fail since.
         if mutated_tier == "burst" and priority_class != burst_class:
             return ledger, Confirmation(
                 None, _burst_class_denial(tenant, burst_class, priority_class)
@@ -414,7 +413,9 @@ def _meta_string(pod: Mapping[str, Any], field: str, key: str) -> str | None:
     return podview.string(podview.obj(podview.metadata(pod).get(field)).get(key))
 
 
-def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservation_id: str) -> None:
+def _set_managed_metadata(
+    pod: JSONObject, *, tenant: str, tier: str, reservation_id: str, dry_run: bool
+) -> None:
     # Classifier.plan gave the metadata, labels and annotations dicts their own copies.
     meta = pod.get("metadata")
     if not isinstance(meta, dict):
@@ -431,6 +432,12 @@ def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservatio
         annotations = {}
         meta["annotations"] = annotations
     annotations[RESERVATION_ANNOTATION] = reservation_id
+    # A dry-run's decision travels in the object to its /validate (nothing was booked); a
+    # real pod never carries it, whoever wrote it.
+    if dry_run:
+        annotations[DRY_RUN_TIER_ANNOTATION] = tier
+    else:
+        annotations.pop(DRY_RUN_TIER_ANNOTATION, None)
 
 
 def _exact_request(pod: Mapping[str, Any]) -> Mapping[str, Quantity] | Verdict:
@@ -634,7 +641,11 @@ class PolicyAdmitter:
                 class_name = tenant.guaranteed_class
         set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
         _set_managed_metadata(
-            mutated, tenant=tenant.name, tier=tier, reservation_id=booking.reservation_id
+            mutated,
+            tenant=tenant.name,
+            tier=tier,
+            reservation_id=booking.reservation_id,
+            dry_run=request.dry_run,
         )
         warnings.extend(self._tier_warnings(tenant, booking, amount, class_name))
         return Verdict(
@@ -789,6 +800,14 @@ class PolicyAdmitter:
         if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
             reservation_id = None
         label_tier = _meta_string(pod, "labels", TIER_LABEL)
+        # Only a dry-run's own /mutate writes it (and /mutate strips it from real requests): a
+        # real request never reads it, so forging it gains nothing.
+        mutated = _meta_string(pod, "annotations", DRY_RUN_TIER_ANNOTATION)
+        mutated_tier: Tier | None = None
+        if request.dry_run and mutated == "guaranteed":
+            mutated_tier = "guaranteed"
+        elif request.dry_run and mutated == "burst":
+            mutated_tier = "burst"
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
         confirmation = await self._ledger.transact(
             tenant.name,
@@ -806,6 +825,7 @@ class PolicyAdmitter:
                 dry_run=request.dry_run,
                 now=now,
                 ttl=policy.reservation_ttl,
+                mutated_tier=mutated_tier,
             ),
             commit=not request.dry_run,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,8 @@ def start_tenantgate(
     """Start tenantgate, register its webhooks, wait until ready; stopped after the test."""
     running: list[Tenantgate] = []
 
-    def start(timings: Timings = QUIET) -> Tenantgate:
-        tenantgate = Tenantgate(settings, timings=timings).start()
+    def start(timings: Timings = QUIET, clock: Callable[[], float] = time.time) -> Tenantgate:
+        tenantgate = Tenantgate(settings, timings=timings, clock=clock).start()
         running.append(tenantgate)
         register_webhooks(
             kubeconfig,

@@ -80,9 +80,16 @@ def _abort_lingering_transports() -> None:
 class Tenantgate:
     """``tenantgate serve`` in this process: the real server, runtime and TLS, in a thread."""
 
-    def __init__(self, settings: Settings, *, timings: Timings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        timings: Timings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self.timings = timings
+        self.clock = clock
         self.runtime: Runtime | None = None
         self.endpoints: Endpoints | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -95,7 +102,7 @@ class Tenantgate:
 
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
-            runtime = build_runtime(self.settings, timings=self.timings)
+            runtime = build_runtime(self.settings, timings=self.timings, clock=self.clock)
             self.runtime = runtime
             server = WebhookServer(self.settings, app=runtime.app, metrics_app=runtime.metrics_app)
             self._server = server

@@ -354,6 +354,12 @@ def test_dry_run_answers_exactly_like_the_real_run(policy: Policy) -> None:
         dry_mutate, dry_validate, dry_final = chain.admit(make_pod(), uid="same", dry_run=True)
         assert chain.state() == before, "a dry-run booked something"
         real_mutate, real_validate, real_final = chain.admit(make_pod(), uid="same")
+        # The one difference: the dry-run's tier travels to its /validate in an annotation.
+        tier = dry_final["metadata"].get("annotations", {}).pop("tenantgate.io/dry-run-tier", None)
+        if dry_mutate.patched is not None:
+            assert dry_mutate.patched["metadata"]["annotations"].pop(
+                "tenantgate.io/dry-run-tier"
+            ) == (tier or "")
         assert dry_mutate == real_mutate
         assert dry_validate == real_validate
         assert dry_final == real_final

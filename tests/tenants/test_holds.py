@@ -169,18 +169,22 @@ def test_validate_books_anew_when_the_hold_expired_before_it_ran(chain: Chain) -
 
 
 # --------------------------------------------------------------------------- dry-run
+# The API server gives every webhook call its own uid (CreateAdmissionObjects in
+# staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go).
 
 
 def test_a_dry_run_is_judged_as_its_mutate_judged_it(policy: Policy) -> None:
     chain = Chain(policy, MemoryLedger())
     fill(chain, 11)  # 5.5 of the 6 cpu ceiling
-    dry = chain.mutate(make_pod(), uid="dry", dry_run=True)
+    dry = chain.mutate(make_pod(), uid="dry-mutate", dry_run=True)
     assert dry.allowed
     assert dry.audit_annotations["tier"] == "burst"
+    assert dry.patched is not None
+    assert dry.patched["metadata"]["annotations"]["tenantgate.io/dry-run-tier"] == "burst"
     # A real pod takes the last room between the dry-run's /mutate and its /validate.
     fill(chain, 1, prefix="real")
     final = stored(patched(make_pod(), dry), pod_uid="dry-pod")
-    verdict = chain.validate(final, uid="dry", dry_run=True)
+    verdict = chain.validate(final, uid="dry-validate", dry_run=True)
     assert verdict.allowed, verdict.message
     assert verdict.audit_annotations["tier"] == "burst"
 
@@ -191,38 +195,37 @@ def test_a_dry_run_keeps_the_burst_class_check(policy: Policy) -> None:
     dry = chain.mutate(make_pod(), uid="dry", dry_run=True)
     final = stored(patched(make_pod(), dry), pod_uid="dry-pod")
     final["spec"]["priorityClassName"] = "gold"
-    verdict = chain.validate(final, uid="dry", dry_run=True)
+    verdict = chain.validate(final, uid="dry-validate", dry_run=True)
     assert not verdict.allowed
     assert "must use priority class tenant-burst, not gold" in verdict.message
 
 
-@pytest.mark.parametrize("dry_run", [False, True])
-def test_a_forged_mutate_decision_is_not_trusted(policy: Policy, dry_run: bool) -> None:
+def forged(tier: str = "burst") -> dict[str, Any]:
+    pod = stored(make_pod(), pod_uid="forged")
+    pod["metadata"]["labels"].update({"tenantgate.io/tier": tier, "tenantgate.io/tenant": "team-a"})
+    pod["metadata"]["annotations"] = {
+        "tenantgate.io/reservation": "r-0123456789abcdef0123",
+        "tenantgate.io/dry-run-tier": tier,
+    }
+    pod["spec"]["priorityClassName"] = "tenant-burst"
+    return pod
+
+
+def test_a_forged_decision_on_a_real_request_is_not_trusted(policy: Policy) -> None:
     chain = Chain(policy)
     fill(chain, 12)  # the ceiling is reached
-    # Labels and reservation id copied from a pod another request admitted.
-    dry = chain.mutate(make_pod(), uid="other", dry_run=True)
-    assert not dry.allowed
-    forged = stored(make_pod(), pod_uid="forged")
-    forged["metadata"]["labels"]["tenantgate.io/tier"] = "burst"
-    forged["metadata"]["labels"]["tenantgate.io/tenant"] = "team-a"
-    forged["metadata"]["annotations"] = {"tenantgate.io/reservation": "r-0123456789abcdef0123"}
-    forged["spec"]["priorityClassName"] = "tenant-burst"
-    verdict = chain.validate(forged, uid="attacker", dry_run=dry_run)
+    verdict = chain.validate(forged(), uid="attacker")
     assert not verdict.allowed
     assert "exceeded tenant quota: team-a" in verdict.message
+    assert "forged" not in chain.state().bound
 
 
-def test_a_copied_reservation_annotation_does_not_become_the_dry_run_booking(
-    policy: Policy,
-) -> None:
-    chain = Chain(policy)
-    fill(chain, 11)
+def test_mutate_strips_the_decision_from_a_real_request(chain: Chain) -> None:
     pod = make_pod()
-    pod["metadata"]["annotations"] = {"tenantgate.io/reservation": "r-0123456789abcdef0123"}
-    dry = chain.mutate(pod, uid="dry", dry_run=True)
-    assert dry.allowed
-    assert dry.audit_annotations["reservation"] != "r-0123456789abcdef0123"
-    fill(chain, 1, prefix="real")
-    final = stored(patched(pod, dry), pod_uid="dry-pod")
-    assert chain.validate(final, uid="dry", dry_run=True).allowed
+    pod["metadata"]["annotations"] = {"tenantgate.io/dry-run-tier": "burst"}
+    verdict = chain.mutate(pod, uid="real")
+    assert verdict.patched is not None
+    assert "tenantgate.io/dry-run-tier" not in verdict.patched["metadata"]["annotations"]
+    dry = chain.mutate(make_pod(), uid="dry", dry_run=True)
+    assert dry.patched is not None
+    assert dry.patched["metadata"]["annotations"]["tenantgate.io/dry-run-tier"] == "guaranteed"
