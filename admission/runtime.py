@@ -61,6 +61,7 @@ from tenants.kube.leader import (
     LeaseTimings,
 )
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, LedgerStoreCollector
+from tenants.kube.ledgerwatch import LedgerWatch
 from tenants.kube.sync import ClusterSync, PriorityClassTable
 from tenants.ledger import MemoryLedger, cancel
 from tenants.verdicts import AdmissionInput, Verdict
@@ -361,7 +362,16 @@ class Runtime:
             )
         self.elector: LeaderElector | None = None
         self.duties: LeaderDuties | None = None
+        self.ledger_watch: LedgerWatch | None = None
         if isinstance(self.ledger, KubeLedgerStore) and connection is not None:
+            # Every replica's /status and usage metrics follow what any replica wrote.
+            self.ledger_watch = LedgerWatch(
+                connection,
+                self.ledger,
+                backoff=BackoffPolicy(),
+                watch_timeout=timings.watch_timeout_seconds,
+                on_restart=self._count_restart,
+            )
             self.elector = LeaderElector(
                 KubeLeaseClient(connection.api_client, namespace=settings.namespace),
                 timings=timings.lease_timings(),
@@ -512,6 +522,8 @@ class Runtime:
             logger.info("cluster: %s (%s)", self.target.source, self.sync.connection.host)
             self.sync.start(loop)
             self._spawn(self._freeze_when_synced(), "gc-freeze")
+        if self.ledger_watch is not None:
+            self.ledger_watch.start(loop)
         else:
             logger.warning(
                 "running OFFLINE: %s (no --kubeconfig, KUBECONFIG or in-cluster service "
@@ -543,6 +555,8 @@ class Runtime:
                 await task
         if isinstance(self.ledger, KubeLedgerStore):
             await self.ledger.close()
+        if self.ledger_watch is not None:
+            await self.ledger_watch.stop()
         if self.sync is not None:
             await self.sync.stop()
         elif self.connection is not None:
