@@ -28,6 +28,7 @@ from devapi.intree import (
     PodAdmission,
     admit_default_tolerations,
     admit_priority,
+    check_single_default,
 )
 from devapi.kubelet import needs_sync, sync_pod
 from devapi.patching import apply_patch
@@ -211,7 +212,19 @@ class Registry:
         def priority(pod: PodAdmission) -> None:
             admit_priority(pod, lookup=self._priority_class, default=self._default_priority_class)
 
-        return [pods_only(priority), pods_only(admit_default_tolerations)]
+        def single_default(request: AdmissionRequest) -> None:
+            if (
+                (request.group, request.plural) != PRIORITY_CLASSES.key
+                or request.subresource
+                or request.object is None
+                or request.operation not in ("CREATE", "UPDATE")
+            ):
+                return
+            check_single_default(
+                request.operation, request.object, default=self._default_priority_class
+            )
+
+        return [pods_only(priority), pods_only(admit_default_tolerations), single_default]
 
     def _priority_class(self, name: str) -> JSONObject | None:
         return self.store.get(PRIORITY_CLASSES.key, "", name)
