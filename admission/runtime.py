@@ -489,6 +489,7 @@ class Runtime:
             "tenants": len(self._base.tenants),
             "reloadError": self.config_error,
             "missingPriorityClasses": sorted(self.guard.missing_classes),
+            "globalDefaultPriorityClass": self.admitter.policy.global_default,
         }
 
     def _cluster_check(self) -> Check:

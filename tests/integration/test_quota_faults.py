@@ -83,6 +83,7 @@ def test_a_global_default_class_is_no_request(
         lambda: tenantgate.state.policy.global_default == "cluster-default",
         "the cluster's global default class",
     )
+    assert tenantgate.status()["config"]["globalDefaultPriorityClass"] == "cluster-default"
     core.create_namespace({"metadata": {"name": "team-a"}})
     created = core.create_namespaced_pod("team-a", pod("plain"))
     assert created.spec.priority_class_name == "tenant-guaranteed"
