@@ -309,10 +309,13 @@ def ha_cluster(
     guaranteed: int,
     ceiling: int,
     backend: str = "kubernetes",
+    ttl: int = TTL_SECONDS,
+    extra_config: str = "",
 ) -> Iterator[Cluster]:
     """The test API server with the CRD, ``replicas`` tenantgate processes, webhooks registered.
 
     ``backend: memory`` (one replica) is the single-process baseline the benchmark compares with.
+    ``extra_config`` is appended to the config file (top-level settings).
     """
     if backend == "memory" and replicas != 1:
         raise ValueError("the memory backend serves one replica only")
@@ -326,7 +329,8 @@ def ha_cluster(
     certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
     config_file = directory / "tenantgate.yaml"
     config_file.write_text(
-        CONFIG.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling, backend=backend)
+        CONFIG.format(ttl=ttl, guaranteed=guaranteed, ceiling=ceiling, backend=backend)
+        + extra_config
     )
     with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
         api.registry.bootstrap(
