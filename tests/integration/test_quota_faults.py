@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +23,6 @@ from typing import Any
 
 import orjson
 import pytest
-import uvicorn
 from kubernetes import client
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,7 +32,14 @@ from starlette.routing import Route
 import certs
 from devapi import DevAPIServer
 from tests.integration.conftest import CONFIG, StartTenantgate
-from tests.integration.harness import WEBHOOKS, api_client, eventually, pod
+from tests.integration.harness import (
+    MANIFESTS,
+    HTTPSApp,
+    api_client,
+    eventually,
+    pod,
+    serve_https,
+)
 
 
 class Clock:
@@ -51,13 +55,8 @@ class Clock:
 @pytest.fixture
 def devapi() -> Iterator[DevAPIServer]:
     """The conftest's test API server, on a node of 4 cpu (for resizes the kubelet refuses)."""
-    manifests = [
-        WEBHOOKS / "namespace.yaml",
-        WEBHOOKS / "priorityclass-tenant-burst.yaml",
-        WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
-    ]
     with DevAPIServer(
-        bookmark_interval=0.2, manifests=manifests, node_allocatable={"cpu": "4"}
+        bookmark_interval=0.2, manifests=MANIFESTS, node_allocatable={"cpu": "4"}
     ) as server:
         yield server
 
@@ -148,8 +147,7 @@ class RacingWebhook:
     def __init__(self, cert_dir: Path, kubeconfig: Path) -> None:
         self._paths = certs.MaterialPaths(cert_dir)
         self._kubeconfig = kubeconfig
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: HTTPSApp | None = None
         self.raced = 0
 
     def _create_racer(self, namespace: str) -> None:
@@ -173,27 +171,12 @@ class RacingWebhook:
         return Response(orjson.dumps(body), media_type="application/json")
 
     def start(self) -> RacingWebhook:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/race", self._review, methods=["POST"])])
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                log_config=None,
-                access_log=False,
-                ssl_certfile=str(self._paths.tls_cert),
-                ssl_keyfile=str(self._paths.tls_key),
-                timeout_graceful_shutdown=1,
-            )
+        self._served = serve_https(
+            Starlette(routes=[Route("/race", self._review, methods=["POST"])]),
+            self._paths,
+            what="the racing webhook",
         )
-        self._server = server
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
-        )
-        self._thread.start()
-        eventually(lambda: server.started, "the racing webhook")
+        port = self._served.port
         api = api_client(self._kubeconfig)
         registration: Any = client.AdmissionregistrationV1Api(api)
         registration.create_mutating_webhook_configuration(
@@ -229,10 +212,8 @@ class RacingWebhook:
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(30)
+        if self._served is not None:
+            self._served.stop()
 
 
 def test_a_dry_run_is_judged_as_its_mutate_judged_it(

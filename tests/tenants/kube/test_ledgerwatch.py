@@ -8,13 +8,12 @@ and the usage metrics show, follows within a watch event.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devapi import DevAPIServer
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.connection import ClusterTarget, Connection
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, StoredLedger
@@ -22,9 +21,8 @@ from tenants.kube.ledgerwatch import LedgerWatch
 from tenants.ledger import expire
 from tests.tenants.conftest import create, make_pod, make_policy
 from tests.tenants.conftest import stored as stored_pod
-from tests.tenants.kube.conftest import new_api_client
+from tests.tenants.kube import test_ledgerstore
 from tests.tenants.kube.test_ledgerstore import (
-    CRD,
     FAST,
     _patched,
     drained,
@@ -33,30 +31,16 @@ from tests.tenants.kube.test_ledgerstore import (
 
 pytestmark = pytest.mark.anyio
 
+# The ledger store tests' fixtures: the test API server with the CRD, and a client of it.
+devapi = test_ledgerstore.devapi
+api_client = test_ledgerstore.api_client
+
 NOW = 1000.0
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def devapi() -> Iterator[DevAPIServer]:
-    with DevAPIServer(bookmark_interval=0.2, manifests=[CRD]) as server:
-        yield server
-
-
-@pytest.fixture
-def kubeconfig(devapi: DevAPIServer, tmp_path: Path) -> Path:
-    return devapi.write_kubeconfig(tmp_path / "kubeconfig")
-
-
-@pytest.fixture
-def api_client(kubeconfig: Path) -> Iterator[Any]:
-    api = new_api_client(kubeconfig)
-    yield api
-    api.close()
 
 
 @pytest.fixture
