@@ -281,13 +281,24 @@ def confirm_for_validate(
     if decision.tier is None:
         return ledger, Confirmation(None, Verdict.deny(denial_message(tenant.name, decision)))
     if decision.tier != "guaranteed" or label_tier not in (None, "guaranteed"):
-        return ledger, Confirmation(
-            None,
-            _retry(
+        if (
+            reservation_id is not None
+            and reservation_id not in ledger.reservations
+            and label_tier is not None
+            and not dry_run
+        ):
+            # /mutate did run and its hold is gone: it expired before this webhook was called.
+            message = (
+                f"the quota hold {reservation_id} of pod {pod_name} (tenant {tenant.name}) "
+                "expired before the validating webhook ran, and the pod does not fit the "
+                "guarantee; retry (if this repeats, raise holdTTLSeconds)"
+            )
+        else:
+            message = (
                 f"pod {pod_name} of tenant {tenant.name} was not classified by the mutating "
                 "webhook (it holds no reservation and does not fit the guarantee); retry"
-            ),
-        )
+            )
+        return ledger, Confirmation(None, _retry(message))
     reservation_id = (
         reservation_id
         if reservation_id is not None and reservation_id not in ledger.reservations

@@ -168,6 +168,23 @@ def test_validate_books_anew_when_the_hold_expired_before_it_ran(chain: Chain) -
     assert verdict.allowed, verdict.message
 
 
+def test_a_burst_pod_whose_hold_expired_is_told_so(chain: Chain) -> None:
+    fill(chain, 8)
+    mutated = chain.mutate(make_pod(), uid="slow")
+    assert mutated.audit_annotations["tier"] == "burst"
+    chain.now += 16
+    chain.ledger.expire(now=chain.now)  # the sweep
+    final = stored(patched(make_pod(), mutated), pod_uid="p-slow")
+    verdict = chain.validate(final, uid="slow-validate")
+    assert not verdict.allowed
+    assert verdict.code == 409
+    assert verdict.message == (
+        f"the quota hold {mutated.audit_annotations['reservation']} of pod team-a/worker-x "
+        "(tenant team-a) expired before the validating webhook ran, and the pod does not fit "
+        "the guarantee; retry (if this repeats, raise holdTTLSeconds)"
+    )
+
+
 # --------------------------------------------------------------------------- dry-run
 # The API server gives every webhook call its own uid (CreateAdmissionObjects in
 # staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go).
