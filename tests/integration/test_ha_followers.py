@@ -19,7 +19,7 @@ from kubernetes import client
 
 import certs
 from tests.integration.harness import eventually
-from tests.integration.test_ha import NAMESPACE, Cluster, Replica, ha_cluster, mutate, pod
+from tests.integration.test_ha import CONFIG, NAMESPACE, Cluster, Replica, ha_cluster, mutate, pod
 from tests.tlsclient import client_context
 
 
@@ -72,9 +72,8 @@ def test_every_replica_shows_what_the_lease_holder_expired(cluster: Cluster) -> 
 
 def test_creates_refused_after_mutate_hold_the_shared_quota_for_seconds(tmp_path: Path) -> None:
     # Reservations would hold the quota for two minutes; holds, for two seconds.
-    with ha_cluster(
-        tmp_path, guaranteed=2, ceiling=3, ttl=120, extra_config="holdTTLSeconds: 2\n"
-    ) as cluster:
+    config = CONFIG.replace("{ttl}", "120") + "holdTTLSeconds: 2\n"
+    with ha_cluster(tmp_path, guaranteed=2, ceiling=3, config=config) as cluster:
         api = cluster.api_client()
         try:
             core: Any = client.CoreV1Api(api)
