@@ -78,12 +78,7 @@ def pod_requests(pod: Mapping[str, Any], *, use_status: bool = False) -> dict[st
     the module docstring).
     """
     spec = podview.spec(pod)
-    containers = _read_containers(spec, "containers")
-    init_containers = _read_containers(spec, "initContainers")
-    if use_status:
-        status = podview.obj(pod.get("status"))
-        if status.get("containerStatuses") or status.get("initContainerStatuses"):
-            containers, init_containers = _with_status(spec, status, containers, init_containers)
+    containers, init_containers = _read_pod_containers(pod, spec, use_status=use_status)
 
     result = _aggregate(containers, init_containers, limits=False, raw=False)
 
@@ -185,16 +180,31 @@ def _container_names(spec: Mapping[str, Any], field: str) -> list[Any]:
     return [item.get("name") for item in items if isinstance(item, dict)]
 
 
+def _read_pod_containers(
+    pod: Mapping[str, Any], spec: Mapping[str, Any], *, use_status: bool
+) -> tuple[list[_Container], list[_Container]]:
+    """The pod's app and init containers, with what their status says they hold if asked."""
+    containers = _read_containers(spec, "containers")
+    init_containers = _read_containers(spec, "initContainers")
+    if use_status:
+        status = podview.obj(pod.get("status"))
+        if status.get("containerStatuses") or status.get("initContainerStatuses"):
+            return _with_status(spec, status, containers, init_containers)
+    return containers, init_containers
+
+
 def _with_status(
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
     containers: list[_Container],
     init_containers: list[_Container],
 ) -> tuple[list[_Container], list[_Container]]:
-    """The containers with the requests their status makes them hold (determineContainerReqs).
+    """The containers with the requests and limits their status makes them hold
+    (determineContainerReqs, determineContainerLimits).
 
     Only app containers and sidecars are read from their status, and only when it has
     ``resources`` (a kubelet that reports them); regular init containers keep their spec.
+    Limits: the larger of the spec's and the actual ones; while Infeasible, the actual ones.
     """
     statuses: dict[str, tuple[str, Mapping[str, Any]]] = {}
     for field in ("containerStatuses", "initContainerStatuses"):
@@ -211,14 +221,15 @@ def _with_status(
         if found is None or found[1].get("resources") is None:
             return container
         where, item = found
-        actual = _parse(
-            podview.obj(item.get("resources")).get("requests"), where, ".resources.requests"
-        )
+        applied = podview.obj(item.get("resources"))
+        actual = _parse(applied.get("requests"), where, ".resources.requests")
         allocated = _parse(item.get("allocatedResources"), where, ".allocatedResources")
         requests: dict[str, Quantity] = {} if infeasible else dict(container.requests)
         _max_into(requests, actual)
         _max_into(requests, allocated)
-        return container._replace(requests=requests)
+        limits: dict[str, Quantity] = {} if infeasible else dict(container.limits)
+        _max_into(limits, _parse(applied.get("limits"), where, ".resources.limits"))
+        return container._replace(requests=requests, limits=limits)
 
     return (
         [held(c, n) for c, n in zip(containers, _container_names(spec, "containers"), strict=True)],

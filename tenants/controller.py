@@ -164,7 +164,7 @@ def _request(pod: Mapping[str, Any], intern: AmountInterner | None) -> Amounts:
         # What the pod holds, as the quota evaluator charges it: after an in-place resize its
         # containers' status counts too (PodRequests with UseStatusResources).
         computed = pod_requests(pod, use_status=True)
-        limits = pod_limit_usage(pod)
+        limits = pod_limit_usage(pod, use_status=True)
     except PodResourceError as exc:
         return _ONE_POD, None, str(exc)
     limited = {**computed, **limits} if limits else None

@@ -431,12 +431,12 @@ def _shape_denial(tenant: TenantPolicy, pod: Mapping[str, Any], pod_name: str) -
 
 
 def _held(pod: Mapping[str, Any], *, limits: bool) -> dict[str, Quantity]:
-    """What a running pod holds: its requests as its containers' status says (allocated and
-    actual resources, ``UseStatusResources``), and its ``limits.*`` usage when the tenant has a
-    limits quota. Raises :class:`PodResourceError`."""
+    """What a running pod holds, as its containers' status says (allocated and actual
+    resources, ``UseStatusResources``): its requests, and its ``limits.*`` usage when the
+    tenant has a limits quota. Raises :class:`PodResourceError`."""
     held = pod_requests(pod, use_status=True)
     if limits:
-        held.update(pod_limit_usage(pod))
+        held.update(pod_limit_usage(pod, use_status=True))
     return held
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from classifier.limits import pod_limits
 from classifier.quantities import Quantity
 from classifier.resources import PodResourceError, pod_requests
 
@@ -116,3 +117,33 @@ def test_an_invalid_status_quantity_names_its_field() -> None:
     bad = pod("1", allocated="2", actual="lots")
     with pytest.raises(PodResourceError, match=r"status\.containerStatuses\[0\]\.resources"):
         pod_requests(bad, use_status=True)
+
+
+@pytest.mark.parametrize(
+    ("spec", "actual", "reason", "expected"),
+    [
+        ("1", "2", None, "2"),  # a lowered limit not applied yet
+        ("3", "2", None, "3"),  # a raised limit: the spec
+        ("3", "2", "Infeasible", "2"),  # never applied: the actual limit only
+    ],
+)
+def test_limits_are_the_larger_of_spec_and_actual(
+    spec: str, actual: str, reason: str | None, expected: str
+) -> None:
+    """determineContainerLimits: max(spec, actual); while Infeasible, the actual limits."""
+    item: dict[str, Any] = {
+        "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": spec}}}]},
+        "status": {
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "allocatedResources": {"cpu": actual},
+                    "resources": {"requests": {"cpu": actual}, "limits": {"cpu": actual}},
+                }
+            ]
+        },
+    }
+    if reason is not None:
+        item["status"]["conditions"] = [{"type": "PodResizePending", "reason": reason}]
+    assert pod_limits(item, use_status=True)["cpu"] == q(expected)
+    assert pod_limits(item)["cpu"] == q(spec)
