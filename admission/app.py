@@ -196,6 +196,7 @@ class ReviewHandler:
             allowed=verdict.allowed,
             dry_run=review.request.dry_run,
         )
+        self._metrics.observe_decision(self.endpoint, review.request, verdict)
         self._log(review, verdict, patched=patch is not None, started=started)
         return 200, payload, _JSON_CONTENT_TYPE
 

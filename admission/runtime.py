@@ -221,7 +221,8 @@ class ClusterGuard:
         return Verdict.deny(
             f"priority class {written} (tier {tier} of tenant {tenant}) does not exist in the "
             "cluster; ask the platform team to create it (deploy/webhooks/) or to fix the "
-            "tenantgate config"
+            "tenantgate config",
+            cause="priority_class",
         )
 
     async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
@@ -246,6 +247,7 @@ class ClusterGuard:
             "retry in a few seconds",
             code=503,
             reason="ServiceUnavailable",
+            cause="ledger_unavailable",
         )
 
 
@@ -397,7 +399,8 @@ class Runtime:
         self.readiness.add_probe("cluster", self._cluster_check)
         if self.elector is not None:
             self.readiness.add_probe("ledger", self._ledger_check)
-        self.metrics = Metrics()
+        self.metrics = Metrics(tenant_of=self.controller.tenant_of)
+        self.metrics.watch_readiness(self.readiness)
         sources = StatusSources(
             policy=lambda: self.admitter.policy,
             ledgers=self.ledger.snapshot,
@@ -441,6 +444,10 @@ class Runtime:
     def config_file(self) -> str:
         """The config file serving (as given, or the embedded default's path)."""
         return self._file
+
+    def certificate_loaded(self, certificate: certs.CertificateInfo) -> None:
+        """The server serves ``certificate`` from now on (``serve`` calls this on each load)."""
+        self.metrics.observe_certificate(not_after=certificate.not_after)
 
     def synced(self) -> bool:
         """Whether the ledger reflects the cluster (always true offline: nothing to sync)."""

@@ -47,9 +47,11 @@ class ConfigProblem:
     line: int  # 1-based; 0 when the problem is not about one line (unreadable file)
     field: str
     message: str
+    column: int = 0  # 1-based; 0 when not known (set for YAML syntax errors)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
+        where += f":{self.column}" if self.line and self.column else ""
         return (
             f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
         )
@@ -160,10 +162,7 @@ def parse_yaml(text: str, *, filename: str) -> tuple[Any, SourceMap]:
         try:
             root = loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark is not None else 0
-            message = " ".join(str(part) for part in (exc.context, exc.problem) if part)
-            raise ConfigError([ConfigProblem(filename, line, "", message or str(exc))]) from exc
+            raise ConfigError([_syntax_problem(exc, filename)]) from exc
         except yaml.YAMLError as exc:
             raise ConfigError([ConfigProblem(filename, 0, "", str(exc))]) from exc
         if root is None:
@@ -180,6 +179,25 @@ def parse_yaml(text: str, *, filename: str) -> tuple[Any, SourceMap]:
     finally:
         loader.dispose()
     return data, SourceMap(root)
+
+
+# Errors found only where a construct should have ended: a key without ':', an unclosed
+# bracket or quote. The parser notices on a later line; the mistake is where it began.
+_UNTERMINATED = ("while scanning a simple key", "while parsing a flow", "while scanning a quoted")
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError, filename: str) -> ConfigProblem:
+    context, problem = exc.context or "", exc.problem or ""
+    mark = exc.problem_mark or exc.context_mark
+    noticed = ""
+    if exc.context_mark is not None and context.startswith(_UNTERMINATED):
+        if mark is not None and mark.line != exc.context_mark.line:
+            noticed = f" (noticed at line {mark.line + 1}, column {mark.column + 1})"
+        mark = exc.context_mark
+    message = ", ".join(part for part in (context, problem) if part) or str(exc)
+    if mark is None:
+        return ConfigProblem(filename, 0, "", message)
+    return ConfigProblem(filename, mark.line + 1, "", message + noticed, column=mark.column + 1)
 
 
 def _duplicate_keys(root: yaml.Node, filename: str) -> Iterable[ConfigProblem]:

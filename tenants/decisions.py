@@ -177,7 +177,7 @@ class Confirmation:
 
 
 def _retry(message: str) -> Verdict:
-    return Verdict.deny(message, code=_RETRY_CODE, reason=_RETRY_REASON)
+    return Verdict.deny(message, code=_RETRY_CODE, reason=_RETRY_REASON, cause="retry")
 
 
 def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> dict[str, Quantity]:
@@ -195,7 +195,8 @@ def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> d
 def _burst_class_denial(tenant: TenantPolicy, burst_class: str, actual: str | None) -> Verdict:
     return Verdict.deny(
         f"burst pods of tenant {tenant.name} must use priority class {burst_class}, "
-        f"not {actual or 'none'}"
+        f"not {actual or 'none'}",
+        cause="priority_class",
     )
 
 
@@ -283,7 +284,9 @@ def confirm_for_validate(
     if decision.tier is None:
         ledger, decision = _recheck_without_stale_holds(tenant, ledger, request, now=now)
     if decision.tier is None:
-        return ledger, Confirmation(None, Verdict.deny(denial_message(tenant.name, decision)))
+        return ledger, Confirmation(
+            None, Verdict.deny(denial_message(tenant.name, decision), cause="over_quota")
+        )
     if decision.tier != "guaranteed" or label_tier not in (None, "guaranteed"):
         if (
             reservation_id is not None
@@ -419,14 +422,14 @@ def _shape_denial(tenant: TenantPolicy, pod: Mapping[str, Any], pod_name: str) -
     if capped:
         message = missing_limits(pod, capped, tenant=tenant.name, pod_name=pod_name)
         if message is not None:
-            return Verdict.deny(message)
+            return Verdict.deny(message, cause="container_bounds")
     if tenant.bounds is not None:
         try:
             found = bounds_violations(pod, tenant.bounds, tenant=tenant.name, pod_name=pod_name)
         except PodResourceError as exc:
             return _bad_request(str(exc))
         if found:
-            return Verdict.deny("; ".join(found))
+            return Verdict.deny("; ".join(found), cause="container_bounds")
     return None
 
 
@@ -449,7 +452,7 @@ def _checked(amount: Mapping[str, Quantity]) -> Mapping[str, Quantity] | Verdict
 
 
 def _bad_request(message: str) -> Verdict:
-    return Verdict.deny(message, code=400, reason="BadRequest")
+    return Verdict.deny(message, code=400, reason="BadRequest", cause="invalid_request")
 
 
 def _is_pod(request: AdmissionInput) -> bool:
@@ -521,7 +524,8 @@ class PolicyAdmitter:
         if policy.unclaimed == "deny":
             return Verdict.deny(
                 f'namespace "{namespace}" is not claimed by any tenant; '
-                "ask the platform team to add it to a tenant"
+                "ask the platform team to add it to a tenant",
+                cause="unclaimed_namespace",
             )
         return Verdict.allow()
 
@@ -563,7 +567,9 @@ class PolicyAdmitter:
             return _bad_request(str(exc))
         classification = plan.classification
         if classification.problem is not None:
-            return Verdict.deny(f"tenant {tenant.name}: {classification.problem}")
+            return Verdict.deny(
+                f"tenant {tenant.name}: {classification.problem}", cause="profile_not_allowed"
+            )
         mutated = plan.mutated
         warnings = [f"profile {classification.profile}: {classification.reason}"]
 
@@ -596,7 +602,7 @@ class PolicyAdmitter:
             guaranteed_value = policy.priority_classes[tenant.guaranteed_class].value
             value = self._class_value(policy, asked, original_spec)
             if value is None or value > guaranteed_value:
-                return Verdict.deny(self._class_denial(tenant, asked))
+                return Verdict.deny(self._class_denial(tenant, asked), cause="priority_class")
             warnings.append(
                 f"priority class {asked} is not allowed for tenant {tenant.name}; "
                 f"using {tenant.guaranteed_class}"
@@ -622,7 +628,7 @@ class PolicyAdmitter:
         )
         tier = booking.decision.tier
         if tier is None:
-            return Verdict.deny(denial_message(tenant.name, booking.decision))
+            return Verdict.deny(denial_message(tenant.name, booking.decision), cause="over_quota")
 
         if tier == "burst":
             class_name = policy.burst_class
@@ -656,6 +662,7 @@ class PolicyAdmitter:
                 "tenant": tenant.name,
                 "tier": tier,
                 "profile": classification.profile,
+                "classified-by": classification.classified_by,
                 "reservation": booking.reservation_id,
             },
         )
@@ -754,7 +761,9 @@ class PolicyAdmitter:
         except LedgerUnavailable as exc:
             # Fail closed: without the ledger nothing shows that the pod fits its quota.
             logger.warning("validate: %s", exc.message)
-            return Verdict.deny(exc.message, code=exc.code, reason=exc.reason)
+            return Verdict.deny(
+                exc.message, code=exc.code, reason=exc.reason, cause="ledger_unavailable"
+            )
         return Verdict.allow()
 
     async def _validate_create(
@@ -782,13 +791,14 @@ class PolicyAdmitter:
             class_name = None
         if class_name is not None:
             if class_name not in tenant.allowed_classes:
-                return Verdict.deny(self._class_denial(tenant, class_name))
+                return Verdict.deny(self._class_denial(tenant, class_name), cause="priority_class")
             known = policy.priority_classes[class_name]
             priority = spec.get("priority")
             if isinstance(priority, int) and priority > known.value:
                 return Verdict.deny(
                     f"spec.priority {priority} is above the value {known.value} of priority "
-                    f"class {class_name}"
+                    f"class {class_name}",
+                    cause="priority_class",
                 )
         if lacks_defaults(
             spec, requests=tenant.container_defaults, limits=tenant.container_default_limits
@@ -857,12 +867,16 @@ class PolicyAdmitter:
         old_labels, new_labels = podview.labels(old), podview.labels(pod)
         for key in _MANAGED_LABELS:
             if old_labels.get(key) != new_labels.get(key):
-                return Verdict.deny(f"label {key} is managed by tenantgate and cannot be changed")
+                return Verdict.deny(
+                    f"label {key} is managed by tenantgate and cannot be changed",
+                    cause="managed_metadata",
+                )
         old_id = podview.annotations(old).get(RESERVATION_ANNOTATION)
         if old_id != podview.annotations(pod).get(RESERVATION_ANNOTATION):
             return Verdict.deny(
                 f"annotation {RESERVATION_ANNOTATION} is managed by tenantgate "
-                "and cannot be changed"
+                "and cannot be changed",
+                cause="managed_metadata",
             )
         return Verdict.allow()
 
@@ -908,7 +922,7 @@ class PolicyAdmitter:
             )
             growth = check_growth(tenant.quota, ledger, tier=tier, delta=delta)
             if not growth.fits:
-                return ledger, Verdict.deny(denial_message(tenant.name, growth))
+                return ledger, Verdict.deny(denial_message(tenant.name, growth), cause="over_quota")
             resized, known = resize(ledger, pod_uid=pod_uid, delta=delta)
             if not known:
                 logger.debug("resize of a pod the ledger does not track", extra={"pod": pod_uid})

@@ -83,8 +83,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "can also be set as TENANTGATE_<NAME> (e.g. TENANTGATE_CERT_DIR); flags win.",
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument("--config", metavar="FILE", help="tenants/profiles config file")
-    parser.add_argument("--cert-dir", metavar="DIR", help="TLS material directory")
+    cert_dir = Settings.model_fields["cert_dir"].default
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="tenants/profiles config file (default: $TENANTGATE_CONFIG, else the embedded "
+        "example, examples/tenantgate.yaml)",
+    )
+    parser.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        help="TLS material directory; a CA and a serving certificate are created there when it "
+        f"holds none (default: $TENANTGATE_CERT_DIR, else {cert_dir})",
+    )
     parser.add_argument("--host", help="webhook listen address (default: 0.0.0.0)")
     parser.add_argument("--port", metavar="N", help="webhook port; 0 picks a free one (8443)")
     parser.add_argument("--metrics-host", metavar="HOST", help="metrics listen address")
