@@ -16,13 +16,15 @@ from datetime import datetime
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+import certs
+from admission.connections import ConnectionGuard
 from admission.health import Readiness
 from admission.version import package_version
 from tenants.verdicts import AdmissionInput, Verdict
@@ -260,3 +262,65 @@ def _rule_label(classified_by: str) -> str:
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+class ConnectionCollector(Collector):
+    """The webhook's open connections, and those it closed by reason (see
+    :mod:`admission.connections`)."""
+
+    def __init__(self, guard: Callable[[], ConnectionGuard | None]) -> None:
+        self._guard = guard
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        guard = self._guard()
+        if guard is None:
+            return
+        opened = GaugeMetricFamily(
+            f"{NAMESPACE}_connections_open", "Webhook connections open (TLS handshake done)."
+        )
+        opened.add_metric([], guard.open_connections)
+        yield opened
+        closed = CounterMetricFamily(
+            f"{NAMESPACE}_connections_closed",
+            "Webhook connections the server closed: header_timeout (a request head too slow), "
+            "idle_timeout, evicted (the longest idle, past max_connections), over_capacity "
+            "(refused: max_connections, none idle), drained (idle at shutdown).",
+            labels=["reason"],
+        )
+        for reason, count in sorted(guard.closed.items()):
+            closed.add_metric([reason], count)
+        yield closed
+
+
+class CertificateCollector(Collector):
+    """The certificate reloads refused (:class:`certs.ReloadingServerContext`); when the served
+    certificate expires is :attr:`Metrics.certificate_expiration`."""
+
+    def __init__(self, source: Callable[[], certs.ReloadingServerContext | None]) -> None:
+        self._source = source
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        tls = self._source()
+        if tls is None:
+            return
+        stale = GaugeMetricFamily(
+            f"{NAMESPACE}_certificate_stale",
+            "1 when the certificate files were refused and the last good certificate is served.",
+        )
+        stale.add_metric([], 1.0 if tls.stale else 0.0)
+        yield stale
+        failures = CounterMetricFamily(
+            f"{NAMESPACE}_certificate_reload_failures",
+            "Certificate files refused, by reason: unreadable, key_mismatch, not_yet_valid, "
+            "expired, untrusted (not signed by the CA clients trust), wrong_names.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(tls.rejections.items()):
+            failures.add_metric([reason], count)
+        yield failures

@@ -770,9 +770,11 @@ def test_shutdown_fits_in_the_termination_grace_period(base: tuple[Manifest, ...
     grace = pod_spec(deployment).get("terminationGracePeriodSeconds", 30)
     pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {})
     server_grace = Settings.model_fields["shutdown_grace_seconds"].default
-    needed = pre_stop.get("seconds", 0) + server_grace
+    server_delay = Settings.model_fields["shutdown_delay_seconds"].default
+    needed = pre_stop.get("seconds", 0) + server_delay + server_grace
     assert grace >= needed, (
-        f"terminationGracePeriodSeconds {grace} < preStop sleep + server shutdown grace {needed}"
+        f"terminationGracePeriodSeconds {grace} < preStop sleep + server shutdown delay "
+        f"+ shutdown grace {needed}"
     )
 
 
