@@ -563,6 +563,7 @@ def _differing(
     burst_class = policy.burst_class
     empty = {name: TenantLedger(name) for name in policy.tenants if name not in ledgers}
     tallies = {name: _Tally() for name in policy.tenants}
+    limited = {name: tenant.quota.has_limits for name, tenant in policy.tenants.items()}
     tenant_cache: dict[str, str | None] = {}
     for uid, facts in pods:
         namespace = facts.namespace
@@ -587,7 +588,7 @@ def _differing(
         if not counted:
             continue
         tier = facts.tier(burst_class)
-        amount = facts.amount
+        amount = facts.charged(limits=limited[tenant])
         group = tally.groups.get((tier, id(amount)))
         if group is None:
             tally.groups[(tier, id(amount))] = [amount, 1]
