@@ -20,21 +20,21 @@ from typing import Any
 
 import orjson
 
+from classifier.quantities import Quantity
 from devapi import errors, meta
 from devapi.admission import AdmissionChain, AdmissionRequest, UserInfo
 from devapi.errors import APIError
-from devapi.intree import (
-    PodAdmission,
-    admit_default_tolerations,
-    admit_priority,
-)
+from devapi.kubelet import needs_sync, sync_pod
 from devapi.patching import apply_patch
+from devapi.plugins import PodPlugins
 from devapi.resources import (
     CRDS,
+    LIMIT_RANGES,
     MUTATING_WEBHOOKS,
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
+    RUNTIME_CLASSES,
     SUBRESOURCE_KINDS,
     VALIDATING_WEBHOOKS,
     WEBHOOK_CONFIGURATION_KEYS,
@@ -131,11 +131,18 @@ class Registry:
         chain_factory: Callable[[Registry], AdmissionChain],
         conflict_check: ConflictCheck,
         kubelet: bool = True,
+        node_allocatable: Mapping[str, Quantity] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self._conflict_check = conflict_check
         self._kubelet = kubelet
+        # The simulated kubelet's node (None: large enough for any pod), and the pods whose
+        # status it has to write next (found when they are written, not by scanning them all).
+        self._node_allocatable = node_allocatable
+        self._kubelet_pending: set[tuple[str, str]] = set()
+        # Tests hold the kubelet back to see a pod between its resize and its actuation.
+        self.kubelet_paused = False
         self._strategies: dict[ResourceKey, Strategy] = {}
         self._webhooks: _ParsedWebhooks | None = None
         self.chain = chain_factory(self)
@@ -186,23 +193,14 @@ class Registry:
         kind = SUBRESOURCE_KINDS.get(request.subresource, (rt.group, "", rt.kind))[2]
         return [(rt.group, v, rt.plural, kind) for v in rt.versions]
 
-    def in_tree_plugins(self) -> list[Callable[[AdmissionRequest], None]]:
-        def pods_only(plugin: Callable[[PodAdmission], None]) -> Callable[[AdmissionRequest], None]:
-            def run(request: AdmissionRequest) -> None:
-                if (request.group, request.plural) != PODS.key or request.object is None:
-                    return
-                plugin(
-                    PodAdmission(
-                        request.operation, request.subresource, request.object, request.old_object
-                    )
-                )
-
-            return run
-
-        def priority(pod: PodAdmission) -> None:
-            admit_priority(pod, lookup=self._priority_class, default=self._default_priority_class)
-
-        return [pods_only(priority), pods_only(admit_default_tolerations)]
+    def pod_plugins(self) -> PodPlugins:
+        """The in-tree admission plugins, reading what they need from this registry."""
+        return PodPlugins(
+            priority_class=self._priority_class,
+            default_priority_class=self._default_priority_class,
+            limit_ranges=lambda namespace: self.store.list_objects(LIMIT_RANGES.key, namespace)[0],
+            runtime_class=lambda name: self.store.get(RUNTIME_CLASSES.key, "", name),
+        )
 
     def _priority_class(self, name: str) -> JSONObject | None:
         return self.store.get(PRIORITY_CLASSES.key, "", name)
@@ -815,6 +813,9 @@ class Registry:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def _after_write(self, rt: ResourceType, stored: JSONObject) -> None:
+        if self._kubelet and rt.key == PODS.key and needs_sync(stored):
+            metadata = stored["metadata"]
+            self._kubelet_pending.add((str(metadata.get("namespace") or ""), metadata["name"]))
         if rt.key == CRDS.key and not (stored.get("metadata") or {}).get("deletionTimestamp"):
             custom = crd_resource_type(stored)
             if custom is not None:
@@ -837,6 +838,7 @@ class Registry:
         """Background controllers: the kubelet's final pod deletion, namespace termination."""
         now = time.time()
         if self._kubelet:
+            self._sync_pods()
             for pod in self.store.scan(PODS.key, _terminating):
                 deadline = meta.parse_timestamp(pod["metadata"].get("deletionTimestamp"))
                 if (
@@ -847,6 +849,19 @@ class Registry:
                     self._force_delete(PODS, pod)
         for ns in self.store.scan(NAMESPACES.key, _terminating):
             self._finalize_namespace(ns)
+
+    def _sync_pods(self) -> None:
+        """The kubelet writes the status of the pods bound to its node (devapi.kubelet)."""
+        if self.kubelet_paused:
+            return
+        pending, self._kubelet_pending = self._kubelet_pending, set()
+        for namespace, name in sorted(pending):
+            pod = self.store.get(PODS.key, namespace, name)
+            if pod is None:
+                continue
+            synced = sync_pod(pod, allocatable=self._node_allocatable)
+            if synced is not None:
+                self._write_ignoring_races(PODS, synced, pod)
 
     def _finalize_namespace(self, ns: JSONObject) -> None:
         name = ns["metadata"]["name"]

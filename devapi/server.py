@@ -31,6 +31,7 @@ from devapi.app import DEFAULT_USER, AppConfig, create_app
 from devapi.caller import WebhookCaller
 from devapi.errors import APIError
 from devapi.faults import Faults
+from devapi.kubelet import parse_allocatable
 from devapi.manifests import ManifestError, read_documents
 from devapi.registry import Registry
 from devapi.resources import ResourceCatalog
@@ -67,6 +68,7 @@ class DevAPIServer:
         bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
         watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
         kubelet: bool = True,
+        node_allocatable: Mapping[str, str] | None = None,
         tls: bool = False,
         tls_cert_file: Path | str | None = None,
         tls_key_file: Path | str | None = None,
@@ -99,6 +101,9 @@ class DevAPIServer:
             chain_factory=self._chain,
             conflict_check=lambda rt: self.faults.take_conflict(rt.group, rt.plural),
             kubelet=kubelet,
+            node_allocatable=parse_allocatable(node_allocatable)
+            if node_allocatable is not None
+            else None,
         )
         self._bootstrap_defaults()
         sources = [Path(webhooks_dir)] if webhooks_dir is not None else []
@@ -117,7 +122,8 @@ class DevAPIServer:
             namespace_labels=registry.namespace_labels,
             equivalents=registry.equivalents,
             caller=self._caller,
-            in_tree=registry.in_tree_plugins(),
+            in_tree=registry.pod_plugins().mutating(),
+            in_tree_validators=registry.pod_plugins().validating(),
         )
 
     def _bootstrap_defaults(self) -> None:

@@ -32,6 +32,7 @@ def test_core_and_group_discovery(api_client: Api) -> None:
         "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1",
         "apiextensions.k8s.io": "apiextensions.k8s.io/v1",
         "coordination.k8s.io": "coordination.k8s.io/v1",
+        "node.k8s.io": "node.k8s.io/v1",
         "scheduling.k8s.io": "scheduling.k8s.io/v1",
     }
 
@@ -43,6 +44,7 @@ def test_core_resource_list(api_client: Api) -> None:
         "pods/status",
         "pods/resize",
         "pods/binding",
+        "limitranges",
         "namespaces",
         "namespaces/status",
         "namespaces/finalize",
