@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,12 +31,12 @@ import orjson
 from admission.runtime import Timings, build_runtime
 from admission.settings import Settings
 from bench.configgen import GeneratedPolicy, config_yaml, generate_config
+from bench.memory import run_json
 from bench.rebuild import Timer, pod_pages, read_pods
 from bench.stack import settle
 from bench.workload import build_workload
 from tenants.kube.informer import release_free_memory
 
-REPO: Final = Path(__file__).resolve().parent.parent
 TICK_SECONDS: Final = 0.001
 IDLE_SECONDS: Final = 3.0
 RELOAD_TIMEOUT: Final = 600.0  # a 10,000-tenant config on a busy machine
@@ -174,17 +173,9 @@ def run(
 def measure(*, tenants: int, pods: int, seed: int, progress: Progress) -> dict[str, Any]:
     """:func:`run` in a fresh process, so that nothing the bench holds counts."""
     progress(f"reload: event-loop lag while a {tenants}-tenant config reloads ({pods} pods)")
-    argv = [
-        sys.executable, "-m", "bench.reload",
-        "--tenants", str(tenants), "--pods", str(pods), "--seed", str(seed),
-    ]  # fmt: skip
-    completed = subprocess.run(
-        argv, cwd=REPO, capture_output=True, text=True, check=False, timeout=1800
+    return run_json(
+        "bench.reload", "--tenants", str(tenants), "--pods", str(pods), "--seed", str(seed)
     )
-    if completed.returncode != 0:
-        raise RuntimeError(f"bench.reload failed: {completed.stderr.strip()[-800:]}")
-    result: dict[str, Any] = orjson.loads(completed.stdout)
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
