@@ -45,7 +45,7 @@ from admission.settings import Settings
 from admission.status import StatusCollector, StatusSources, queue_route, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
-from tenants.config import Policy, PolicyError
+from tenants.config import Policy, PolicyError, global_default_class
 from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
@@ -61,6 +61,7 @@ from tenants.kube.leader import (
     LeaseTimings,
 )
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, LedgerStoreCollector
+from tenants.kube.ledgerwatch import LedgerWatch
 from tenants.kube.releaser import KubePodClient, QueueCollector, Releaser, queue_listing
 from tenants.kube.sync import ClusterSync, PriorityClassTable
 from tenants.ledger import MemoryLedger, cancel, dequeue
@@ -378,7 +379,16 @@ class Runtime:
             )
         self.elector: LeaderElector | None = None
         self.duties: LeaderDuties | None = None
+        self.ledger_watch: LedgerWatch | None = None
         if isinstance(self.ledger, KubeLedgerStore) and connection is not None:
+            # Every replica's /status and usage metrics follow what any replica wrote.
+            self.ledger_watch = LedgerWatch(
+                connection,
+                self.ledger,
+                backoff=BackoffPolicy(),
+                watch_timeout=timings.watch_timeout_seconds,
+                on_restart=self._count_restart,
+            )
             self.elector = LeaderElector(
                 KubeLeaseClient(connection.api_client, namespace=settings.namespace),
                 timings=timings.lease_timings(),
@@ -514,6 +524,7 @@ class Runtime:
             "tenants": len(self._base.tenants),
             "reloadError": self.config_error,
             "missingPriorityClasses": sorted(self.guard.missing_classes),
+            "globalDefaultPriorityClass": self.admitter.policy.global_default,
         }
 
     def _cluster_check(self) -> Check:
@@ -547,6 +558,8 @@ class Runtime:
             logger.info("cluster: %s (%s)", self.target.source, self.sync.connection.host)
             self.sync.start(loop)
             self._spawn(self._freeze_when_synced(), "gc-freeze")
+        if self.ledger_watch is not None:
+            self.ledger_watch.start(loop)
         else:
             logger.warning(
                 "running OFFLINE: %s (no --kubeconfig, KUBECONFIG or in-cluster service "
@@ -581,6 +594,8 @@ class Runtime:
             await self.ledger.close()
         if self.releaser is not None:
             self.releaser.close()
+        if self.ledger_watch is not None:
+            await self.ledger_watch.stop()
         if self.sync is not None:
             await self.sync.stop()
         elif self.connection is not None:
@@ -623,7 +638,8 @@ class Runtime:
                 continue
             self._fingerprint = fingerprint
             try:
-                # Off the event loop, in a child process (see admission.configreload).
+                # Loaded in a child process; only unpickled here, in slices that let
+                # reviews run in between (see admission.configreload).
                 policy = await read_policy(
                     path,
                     max_bytes=self.settings.max_config_bytes,
@@ -646,6 +662,8 @@ class Runtime:
                 )
             await self._recompile(reason="config reloaded")
             self.readiness.mark_ok("config", self._config_detail())
+            # The old policy is freed now: give its memory back to the OS (off the loop).
+            await asyncio.to_thread(release_free_memory)
 
     def _reject_config(self, exc: ConfigRejected) -> None:
         self.config_reload_failures += 1
@@ -704,11 +722,13 @@ class Runtime:
         if live is None:
             return base, frozenset()
         classes, missing = effective_classes(base.priority_classes, live)
+        # The Priority plugin writes the cluster's default class, whatever the config says.
+        default = global_default_class(live)
         try:
-            return base.with_priority_classes(classes), missing
+            return base.with_priority_classes(classes).with_global_default(default), missing
         except PolicyError as exc:
             logger.error("the cluster's priority classes do not compile with the config: %s", exc)
-            return base, missing
+            return base.with_global_default(default), missing
 
 
 def build_runtime(

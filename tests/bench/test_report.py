@@ -43,6 +43,7 @@ def test_every_issue_target_is_there() -> None:
         "queue_reeval_ratio",
         "queue_admission_ratio",
         "queue_bytes_per_pod",
+        "reload_lag_ms",
     }
 
 

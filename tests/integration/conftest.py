@@ -15,7 +15,7 @@ from admission.runtime import Timings
 from admission.settings import Settings
 from devapi import DevAPIServer
 from tests.integration.harness import (
-    WEBHOOKS,
+    MANIFESTS,
     RejectingWebhook,
     Tenantgate,
     api_client,
@@ -56,12 +56,7 @@ QUIET = Timings(
 
 @pytest.fixture
 def devapi() -> Iterator[DevAPIServer]:
-    manifests = [
-        WEBHOOKS / "namespace.yaml",
-        WEBHOOKS / "priorityclass-tenant-burst.yaml",
-        WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
-    ]
-    with DevAPIServer(bookmark_interval=0.2, manifests=manifests) as server:
+    with DevAPIServer(bookmark_interval=0.2, manifests=MANIFESTS) as server:
         yield server
 
 

@@ -388,6 +388,7 @@ def test_higher_classes_go_first_and_aging_lets_an_old_low_class_pod_overtake(
     eventually(lambda: waiting(tenantgate, "team-p") == ["high-1", "low"], "high-1 first")
     clock.advance(120)  # low: 100 + 500 = 600; high-1: 500 + 200 = 700
     core.create_namespaced_pod("team-p", with_class("high-2", "batch-high"))
+    eventually(lambda: len(listing(tenantgate, "team-p")) == 3, "high-2 in the queue")
     rows = listing(tenantgate, "team-p")
     assert [(r["pod"], r["priority"], r["effectivePriority"]) for r in rows] == [
         ("team-p/high-1", 500, 700),

@@ -136,7 +136,11 @@ def test_dry_run_answers_the_same_and_records_nothing(chain: Chain) -> None:
     assert chain.state("q") is before
     real, _, _ = chain.admit(qpod(), uid="w-2", pod_uid="w-2")
     assert dry.warnings == real.warnings
-    assert dry.patched == real.patched
+    assert dry.patched is not None
+    told = copy.deepcopy(dry.patched)
+    # Only a dry-run carries its tier to its /validate.
+    assert told["metadata"]["annotations"].pop("tenantgate.io/dry-run-tier") == "queued"
+    assert told == real.patched
 
 
 def test_reinvocation_keeps_one_entry(chain: Chain) -> None:
