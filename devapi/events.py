@@ -21,6 +21,7 @@ from typing import Any
 
 from devapi import errors, meta, tables
 from devapi.errors import APIError, FieldError
+from devapi.eventsv1 import EVENTS_V1
 from devapi.resources import ResourceType
 from devapi.strategies import Strategy
 from devapi.types import JSONObject
@@ -82,9 +83,16 @@ class EventStrategy(Strategy):
         event_type = obj.get("type")
         if obj.get("eventTime"):
             # An event written through the events.k8s.io API: its required fields.
-            for name in ("reportingController", "reportingInstance", "action", "reason"):
+            # The paths name the internal fields (reportingController is v1's
+            # reportingComponent), as upstream's messages do.
+            for path, name in (
+                ("reportingController", "reportingComponent"),
+                ("reportingInstance", "reportingInstance"),
+                ("action", "action"),
+                ("reason", "reason"),
+            ):
                 if not obj.get(name):
-                    problems.append(errors.required(name))
+                    problems.append(errors.required(path))
             if event_type not in (NORMAL, WARNING):
                 problems.append(errors.not_supported("type", event_type, (NORMAL, WARNING)))
             message = obj.get("message")
@@ -278,5 +286,5 @@ class EventRecorder:
             )
 
 
-EVENT_TYPES = (EVENTS,)
+EVENT_TYPES = (EVENTS, EVENTS_V1)
 EVENT_STRATEGIES = {EVENTS.key: EventStrategy}
