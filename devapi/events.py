@@ -21,7 +21,7 @@ from typing import Any
 
 from devapi import errors, meta, tables
 from devapi.errors import APIError, FieldError
-from devapi.eventsv1 import EVENTS_V1
+from devapi.eventsv1 import EVENTS_V1, FIELD_LABELS
 from devapi.resources import ResourceType
 from devapi.strategies import Strategy
 from devapi.types import JSONObject
@@ -41,21 +41,8 @@ EVENTS = ResourceType(
     versions=("v1",),
     storage_version="v1",
     short_names=("ev",),
-    field_labels=frozenset(
-        {
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        }
-    ),
+    # The v1 names of events.k8s.io's field labels: the same set.
+    field_labels=frozenset(f for f in FIELD_LABELS.values() if not f.startswith("metadata.")),
     columns=lambda: event_columns(),
 )
 

@@ -20,7 +20,7 @@ from devapi.errors import APIError
 from devapi.resources import PODS
 from devapi.types import JSONObject
 from devapi.workloads.kinds import JOBS
-from devapi.workloads.podcontrol import ControllerClient, controller_uid, is_active, is_ready
+from devapi.workloads.podcontrol import ControllerClient, is_active, is_ready
 from devapi.workloads.replicaset import SyncFailed
 from devapi.workloads.workqueue import JOB_POD_FAILURE_BACKOFF, Backoff
 
@@ -73,7 +73,7 @@ class JobController:
             return None
         uid = str(job["metadata"]["uid"])
         spec = _obj(job.get("spec"))
-        pods = [p for p in self.client.list(PODS, namespace) if controller_uid(p) == uid]
+        pods = self.client.owned(PODS, job)
         finished = self._finished.setdefault(uid, {})
         for pod in pods:
             phase = _obj(pod.get("status")).get("phase")
@@ -138,8 +138,7 @@ class JobController:
             job = self.client.get(JOBS, namespace, name)
             if job is None:
                 return
-            uid = job["metadata"]["uid"]
-            pods = [p for p in self.client.list(PODS, namespace) if controller_uid(p) == uid]
+            pods = self.client.owned(PODS, job)
             active = [p for p in pods if is_active(p)]
             previous = _obj(job.get("status"))
             now = meta.now_timestamp(self.client.clock())
