@@ -8,7 +8,9 @@ once more than ``backoffLimit`` pods failed, deleting the active ones.
 A failed pod creation fails the sync, retried through the Job queue's backoff (1 s doubling to
 60 s); after pod failures, replacements wait the pod-failure backoff (10 s doubling to 10 min)
 from the last failure. Finished pods are counted once each, in memory (the real controller
-uses the ``batch.kubernetes.io/job-tracking`` finalizer, which is not simulated).
+uses the ``batch.kubernetes.io/job-tracking`` finalizer, which is not simulated). Indexed
+completion, ``activeDeadlineSeconds``, ``podFailurePolicy`` and ``successPolicy`` are not
+simulated either; a suspended Job creates no pods.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from kubernetes import client
 from devapi import DevAPIServer
 from devapi.workloads.controllers import WorkloadSettings
 from devapi.workloads.workqueue import (
+    Backoff,
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     controller_rate_limiter,
@@ -256,8 +257,9 @@ def test_denied_creates_are_failed_create_events_and_retried_with_backoff(
     webhook_tls: TLSMaterial,
 ) -> None:
     """createPods: 'Error creating: <the admission error>'; the sync fails and is retried by
-    the rate-limited queue until creations are admitted."""
-    cluster = cluster_factory(WorkloadSettings())
+    the rate-limited queue until creations are admitted (its backoff capped at a second
+    here, so that the test does not wait out a long one)."""
+    cluster = cluster_factory(WorkloadSettings(controller_backoff=Backoff(0.005, 1.0)))
     room = [2]
     lock = threading.Lock()
 
@@ -360,8 +362,6 @@ def test_a_job_runs_its_completions_and_completes(
 def test_a_job_fails_past_its_backoff_limit(
     cluster_factory: Callable[[WorkloadSettings], Cluster],
 ) -> None:
-    from devapi.workloads.workqueue import Backoff
-
     settings = WorkloadSettings(
         run_pods=True, run_seconds=0.1, job_pod_failure_backoff=Backoff(0.1, 0.5)
     )
