@@ -8,7 +8,8 @@ that ``kubectl describe`` and ``kubectl get events --field-selector`` use) and
 ``k8s.io/client-go/tools/record``: an event is named ``<object>.<unix nanoseconds in hex>`` and
 a repeat of the same event (same source, object, type, reason and message) increments ``count``
 and ``lastTimestamp`` of the first one instead of creating another (the ``EventCorrelator``'s
-deduplication; its aggregation of *similar* events is not simulated). Events are kept until
+deduplication; its aggregation of *similar* events is not simulated), and past 25 events about
+one object, one more every five minutes is kept (its spam filter). Events are kept until
 deleted: the real server's one-hour TTL is not simulated.
 """
 
@@ -190,6 +191,10 @@ def object_reference(obj: JSONObject) -> JSONObject:
     return ref
 
 
+SPAM_BURST = 25  # client-go tools/record: defaultSpamBurst
+SPAM_REFILL_SECONDS = 300.0  # defaultSpamQPS: one event per 5 minutes
+
+
 class EventRecorder:
     """Records events for one component (``replicaset-controller``, ``kubelet``, ...)."""
 
@@ -209,6 +214,24 @@ class EventRecorder:
         self._host = host
         # The correlator's cache: an event's identity -> the stored event it increments.
         self._seen: dict[tuple[str, ...], JSONObject] = {}
+        # EventSourceObjectSpamFilter: per source and object, a bucket of SPAM_BURST events
+        # refilled one per SPAM_REFILL_SECONDS; what finds it empty is dropped.
+        self._buckets: dict[tuple[str, ...], tuple[float, float]] = {}
+        self._last_nanos = 0
+
+    def _nanos(self, now: float) -> int:
+        """The name's timestamp, made unique per recorder (a test's clock may stand still)."""
+        self._last_nanos = max(int(now * 1e9), self._last_nanos + 1)
+        return self._last_nanos
+
+    def _allowed(self, key: tuple[str, ...], now: float) -> bool:
+        tokens, last = self._buckets.get(key, (float(SPAM_BURST), now))
+        tokens = min(float(SPAM_BURST), tokens + (now - last) / SPAM_REFILL_SECONDS)
+        if tokens < 1:
+            self._buckets[key] = (tokens, now)
+            return False
+        self._buckets[key] = (tokens - 1, now)
+        return True
 
     async def record(self, obj: JSONObject, event_type: str, reason: str, message: str) -> None:
         """Create the event (or count a repeat); failures are logged, as client-go does."""
@@ -227,6 +250,8 @@ class EventRecorder:
             message,
         )
         now = self._clock()
+        if not self._allowed(identity[:7], now):
+            return
         stamp = meta.now_timestamp(now)
         try:
             previous = self._seen.get(identity)
@@ -248,7 +273,7 @@ class EventRecorder:
                 "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {
-                    "name": f"{ref.get('name')}.{int(now * 1e9):x}",
+                    "name": f"{ref.get('name')}.{self._nanos(now):x}",
                     "namespace": namespace,
                 },
                 "involvedObject": ref,

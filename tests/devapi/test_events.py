@@ -158,6 +158,18 @@ def test_the_recorder_counts_repeats_of_one_event(devapi: DevAPIServer, core: Ap
     assert counted == {("FailedCreate", 3), ("SuccessfulCreate", 1)}
     failed = next(e for e in events.items if e.reason == "FailedCreate")
     assert failed.source.component == "test-controller"
+    now = [1_000_000.0]
+    spammy = EventRecorder("spammy", create=create, update=update, clock=lambda: now[0])
+
+    async def flood() -> None:
+        for _ in range(30):
+            await spammy.record(stored, WARNING, "FailedCreate", "Error creating: denied")
+        now[0] += 300  # the spam filter's bucket gets one event back
+        await spammy.record(stored, WARNING, "FailedCreate", "Error creating: denied")
+
+    asyncio.run(flood())
+    flooded = core.list_namespaced_event("default", field_selector="source=spammy")
+    assert [e.count for e in flooded.items] == [26]
     assert failed.involved_object.uid == web.metadata.uid
     assert failed.metadata.name.startswith("web.")
 
