@@ -128,7 +128,8 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     classifying, planning, defaulting and booking read or write: the validation view plus
     ``ephemeralContainers``, the containers' ``image``, ``ports`` and ``securityContext``, and
     the spec's ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``,
-    ``affinity``, ``topologySpreadConstraints``, ``restartPolicy`` and ``hostNetwork``.
+    ``affinity``, ``topologySpreadConstraints``, ``restartPolicy``, ``hostNetwork`` and
+    ``volumes``.
     A body the fast decoder does not take comes with its objects whole.
     """
     try:
@@ -378,6 +379,7 @@ class _WirePlannedSpec(msgspec.Struct, rename="camel"):
     topology_spread_constraints: Any = msgspec.UNSET
     restart_policy: Any = msgspec.UNSET
     host_network: Any = msgspec.UNSET
+    volumes: Any = msgspec.UNSET  # rules read persistent volume claims
 
 
 class _WirePlannedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -3,8 +3,9 @@
 These models are the wire format of the ``profiles``, ``rules`` and ``priorityClasses`` sections
 of the tenantgate config file (camelCase keys, as in Kubernetes YAML). They validate shape only;
 cross-references (a rule naming an unknown profile, a profile naming an unknown priority class)
-are checked when the config is compiled by :func:`compile_classifier`, which reports every
-problem with its field path so the config loader can add file and line.
+are checked when the config is compiled (``classifier.plan.compile_classifier``), which reports
+every problem with its field path so the config loader can add file and line. This module
+imports nothing of the compiled classifier: the models come first.
 
 ``set_priority_class`` lives here because both the profile code and the tenants package write a
 class together with the ``priority`` and ``preemptionPolicy`` it resolves to.
@@ -16,7 +17,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -30,11 +31,6 @@ from pydantic import (
 )
 
 from classifier.types import JSONObject
-
-if TYPE_CHECKING:
-    from classifier.plan import Classifier as Classifier
-    from classifier.plan import Plan as Plan
-    from classifier.rules import Classification as Classification
 
 logger = logging.getLogger(__name__)
 
@@ -119,16 +115,18 @@ class PriorityClassSpec(_Model):
 
 
 class KeyMatchSpec(_Model):
-    """A test on one label or annotation: exactly one of value, values, glob, exists, absent.
+    """A test on one label or annotation: one of value, values, glob, contains, exists, absent.
 
     ``key`` may itself be a glob (``training.kubeflow.org/*``): the test then holds when any key
-    matching it passes (for ``absent``: when no key matching it is present).
+    matching it passes (for ``absent``: when no key matching it is present). ``contains`` holds
+    when the value has one of the texts in it, ignoring case.
     """
 
     key: str = Field(min_length=1)
     value: str | None = None
     values: list[str] | None = Field(default=None, min_length=1)
     glob: Strings | None = None
+    contains: Strings | None = None
     exists: Literal[True] | None = None
     absent: Literal[True] | None = None
 
@@ -136,12 +134,12 @@ class KeyMatchSpec(_Model):
     def _one_test(self) -> Self:
         set_ = [
             name
-            for name in ("value", "values", "glob", "exists", "absent")
+            for name in ("value", "values", "glob", "contains", "exists", "absent")
             if getattr(self, name) is not None
         ]
         if len(set_) != 1:
             raise ValueError(
-                "set exactly one of value, values, glob, exists, absent"
+                "set exactly one of value, values, glob, contains, exists, absent"
                 + (f" (got {', '.join(set_)})" if set_ else "")
             )
         return self
@@ -202,6 +200,41 @@ RestartPolicies = Annotated[
 ]
 
 
+class ImageMatchSpec(_Model):
+    """Images by glob on the repository path, or by a text anywhere in it (ignoring case).
+
+    Both may be set: either one matching is enough. The plain list form of ``image`` is
+    ``glob``.
+    """
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    glob: Strings | None = None
+    contains: Strings | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Self:
+        if self.glob is None and self.contains is None:
+            raise ValueError("set glob, contains, or both")
+        for text in self.contains or []:
+            if not text:
+                raise ValueError("a contains text must not be empty")
+        return self
+
+
+class ContainerConditionSpec(_Model):
+    """A test on each init and app container on its own: it holds when one container passes.
+
+    ``resource`` compares that container's requests (as stored: a limit stands in for a
+    missing request), not the pod's sum.
+    """
+
+    resource: ResourceExpressions
+
+
+VolumeClaim = Literal["any", "template"]
+
+
 class ConditionSpec(_Model):
     """One node of a rule's condition tree.
 
@@ -215,9 +248,11 @@ class ConditionSpec(_Model):
     annotation: KeyMatchSpec | None = None
     namespace: Strings | None = None
     ownerKind: Strings | None = None
-    image: Strings | None = None
+    image: Strings | ImageMatchSpec | None = None
     port: Ports | None = None
     resource: ResourceExpressions | None = None
+    container: ContainerConditionSpec | None = None
+    volumeClaim: VolumeClaim | None = None
     restartPolicy: RestartPolicies | None = None
     hostNetwork: bool | None = None
     privileged: bool | None = None
@@ -227,7 +262,8 @@ class ConditionSpec(_Model):
         if all(getattr(self, name) is None for name in type(self).model_fields):
             raise ValueError(
                 "a condition needs at least one of all, any, not, label, annotation, namespace, "
-                "ownerKind, image, port, resource, restartPolicy, hostNetwork, privileged"
+                "ownerKind, image, port, resource, container, volumeClaim, restartPolicy, "
+                "hostNetwork, privileged"
             )
         return self
 
@@ -579,24 +615,3 @@ def set_priority_class(pod: JSONObject, *, name: str, spec: PriorityClassSpec) -
     spec_obj.update(wanted)
     pod["spec"] = spec_obj
     return True
-
-
-def compile_classifier(
-    cfg: ClassifierConfig,
-    *,
-    profile_overrides: Mapping[str, ProfileOverrideSpec] | None = None,
-    overrides_path: str = "profileOverrides",
-) -> Classifier:
-    """Compile rules and profiles once; raise :class:`ClassifierConfigError` on any problem."""
-    # Imported here because the compiled classifier's modules import the models above.
-    from classifier.plan import compile_classifier as compile_
-
-    return compile_(cfg, profile_overrides=profile_overrides, overrides_path=overrides_path)
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("Classifier", "Classification", "Plan"):
-        from classifier import plan, rules
-
-        return getattr(rules if name == "Classification" else plan, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,13 +26,9 @@ from classifier.config import (
     ProfileOverrideSpec,
 )
 from classifier.profiles import CompiledProfile, apply_profile, compile_profile
-from classifier.rules import (
-    Classification,
-    CompiledRule,
-    classify,
-    compile_rules,
-    find_unreachable_rules,
-)
+from classifier.rulelint import find_unreachable_rules
+from classifier.rules import Classification, classify
+from classifier.ruleset import CompiledRule, compile_rules
 from classifier.types import JSONObject
 
 logger = logging.getLogger(__name__)
@@ -90,8 +86,9 @@ class Classifier:
         *,
         namespace: str,
         allowed_profiles: frozenset[str] | None = None,
+        explain: bool = False,
     ) -> Classification:
-        """Which profile ``pod`` gets in ``namespace``, and why.
+        """Which profile ``pod`` gets in ``namespace``, and why (every signal, if ``explain``).
 
         Raises ``PodResourceError`` if a resource rule is evaluated on an invalid quantity.
         """
@@ -102,6 +99,7 @@ class Classifier:
             profiles=self._names,
             default_profile=self._default,
             allowed_profiles=allowed_profiles,
+            explain=explain,
         )
 
     def plan(
@@ -110,9 +108,12 @@ class Classifier:
         *,
         namespace: str,
         allowed_profiles: frozenset[str] | None = None,
+        explain: bool = False,
     ) -> Plan:
         """Classify ``pod`` and return it with its profile applied; ``pod`` is not modified."""
-        classification = self.classify(pod, namespace=namespace, allowed_profiles=allowed_profiles)
+        classification = self.classify(
+            pod, namespace=namespace, allowed_profiles=allowed_profiles, explain=explain
+        )
         mutated: JSONObject = dict(pod)
         meta: JSONObject = dict(podview.metadata(pod))
         for key in ("labels", "annotations"):

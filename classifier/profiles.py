@@ -33,6 +33,7 @@ from classifier.config import (
     TolerationSpec,
     set_priority_class,
 )
+from classifier.podview import clone
 from classifier.types import JSONObject
 
 logger = logging.getLogger(__name__)
@@ -70,15 +71,6 @@ def _prune(value: Any) -> Any:
         return {k: p for k, v in value.items() if (p := _prune(v)) not in ({}, [])}
     if isinstance(value, list):
         return [_prune(v) for v in value]
-    return value
-
-
-def clone(value: Any) -> Any:
-    """A copy of a JSON value (much cheaper than ``copy.deepcopy`` for plain JSON)."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
     return value
 
 

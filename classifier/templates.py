@@ -15,15 +15,16 @@ controller's labels), so the classifier sees offline exactly what it sees at adm
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from classifier import podview
+from classifier.podnames import owner_reference, template_hash, uid
+from classifier.podview import clone
 from classifier.types import JSONObject
+from classifier.workloads import HANDLERS
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,13 @@ _CURRENT_API_VERSIONS: Mapping[str, str] = {
     "Job": "batch/v1",
     "CronJob": "batch/v1",
 }
-# Alphabet of Kubernetes' rand.SafeEncodeString (no vowels, no look-alike characters).
-_SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+__all__ = [
+    "PodTemplate",
+    "find_pod_templates",
+    "is_pod_template",
+    "pod_from_template",
+    "template_hash",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,9 @@ class PodTemplate:
     path: str
     template: Mapping[str, Any]
     owner: Mapping[str, Any]
+    # The whole pod, when a workload's handler built it the way its operator does (Argo,
+    # Spark, Tekton, Knative, Argo Rollouts); None: synthesise it from ``template``.
+    pod: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -85,6 +94,17 @@ def find_pod_templates(document: Any, *, prefix: str = "") -> Iterator[PodTempla
     name = podview.name(document)
     api_version = podview.string(document.get("apiVersion")) or ""
     namespace = podview.namespace(document)
+    group = api_version.rpartition("/")[0]
+    handler = HANDLERS.get((group, kind))
+    if handler is not None:
+        built = False
+        for path, pod in handler(document):
+            built = True
+            where = f"{prefix}.{path}" if prefix and path else prefix or path
+            yield PodTemplate(kind, name, api_version, namespace, where, pod, document, pod)
+        if built:
+            return
+        # A shape the handler does not know (an older API version): templates by shape.
     for path, template in _walk(document, prefix, top=True):
         yield PodTemplate(kind, name, api_version, namespace, path, template, document)
 
@@ -106,36 +126,6 @@ def _walk(value: Any, path: str, *, top: bool = False) -> Iterator[tuple[str, Ma
 # --------------------------------------------------------------------------- synthesis
 
 
-def _digest(*parts: str) -> bytes:
-    return hashlib.sha256("\x00".join(parts).encode()).digest()
-
-
-def template_hash(template: Mapping[str, Any], *, salt: str = "") -> str:
-    """A stable stand-in for the controller's pod-template-hash (10 safe characters)."""
-    raw = _digest(repr(_sorted(template)), salt)
-    return "".join(_SAFE_ALPHABET[b % len(_SAFE_ALPHABET)] for b in raw[:10])
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return sorted((str(k), _sorted(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
-
-
-def _uid(*parts: str) -> str:
-    return str(uuid.UUID(bytes=_digest(*parts)[:16], version=5))
-
-
-def _clone(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clone(v) for v in value]
-    return value
-
-
 def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
     """The pod a controller would create from ``found``, as the API server would send it.
 
@@ -146,16 +136,26 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
     """
     template_meta = podview.obj(found.template.get("metadata"))
     ns = podview.namespace(found.template) or found.namespace or namespace
-    if found.template is found.owner:  # a bare Pod (maybe a List item): already a pod
-        pod: JSONObject = _clone(dict(found.template))
+    if found.pod is not None or found.template is found.owner:
+        # Built by a workload handler, or a bare Pod (maybe a List item): already a pod.
+        pod: JSONObject = clone(dict(found.pod if found.pod is not None else found.template))
         pod.setdefault("apiVersion", "v1")
         pod.setdefault("kind", "Pod")
         meta = podview.ensure_object(pod, "metadata")
         meta["namespace"] = ns
+        for reference in podview.objects(meta.get("ownerReferences")):
+            # A handler does not know the namespace, on which the owner's uid depends.
+            if isinstance(reference, dict) and "uid" not in reference:
+                reference["uid"] = uid(
+                    str(reference.get("apiVersion")),
+                    str(reference.get("kind")),
+                    ns,
+                    str(reference.get("name")),
+                )
         return pod
 
     meta = {
-        k: _clone(v)
+        k: clone(v)
         for k, v in template_meta.items()
         if k not in ("name", "generateName", "namespace", "ownerReferences", "uid")
         and v is not None
@@ -196,19 +196,35 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
     else:
         meta["generateName"] = f"{owner_name}-"
     meta["namespace"] = ns
-    meta["ownerReferences"] = [
-        {
-            "apiVersion": owner_api or "v1",
-            "kind": owner_kind,
-            "name": owner_name,
-            "uid": _uid(owner_api, owner_kind, ns, owner_name),
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+    meta["ownerReferences"] = [owner_reference(owner_api, owner_kind, owner_name, namespace=ns)]
+    spec: JSONObject = clone(dict(podview.spec(found.template)))
+    if owner_kind == "StatefulSet" and pod_name is not None:
+        _stateful_identity(spec, found.owner, owner_name, pod_name)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _stateful_identity(spec: JSONObject, owner: Mapping[str, Any], name: str, pod: str) -> None:
+    """What the StatefulSet controller adds to pod ordinal 0: hostname, subdomain, and one
+    claim volume per volume claim template (``initIdentity`` and ``updateStorage`` in
+    pkg/controller/statefulset/stateful_set_utils.go: volume named after the template, claim
+    ``<template>-<set>-<ordinal>``, replacing a pod volume of the same name)."""
+    owner_spec = podview.spec(owner)
+    spec["hostname"] = pod
+    service = podview.string(owner_spec.get("serviceName"))
+    if service:
+        spec["subdomain"] = service
+    claims = [
+        claim_name
+        for claim in podview.objects(owner_spec.get("volumeClaimTemplates"))
+        if (claim_name := podview.name(claim))
     ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": _clone(dict(podview.spec(found.template))),
-    }
+    if not claims:
+        return
+    volumes: list[Any] = [
+        {"name": claim, "persistentVolumeClaim": {"claimName": f"{claim}-{name}-0"}}
+        for claim in claims
+    ]
+    current = spec.get("volumes")
+    if isinstance(current, list):
+        volumes.extend(v for v in current if not (isinstance(v, dict) and v.get("name") in claims))
+    spec["volumes"] = volumes

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, TypeVar, cast
+from typing import Annotated, Any, Final, Literal, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -39,15 +39,14 @@ from classifier.config import (
     LabelSelectorRequirementSpec,
     PriorityClassSpec,
     ProfileOverrideSpec,
-    compile_classifier,
     is_label_value,
     is_qualified_name,
 )
+from classifier.plan import Classifier, compile_classifier
 from classifier.quantities import Quantity, QuantityError
+from tenants.bounds import Bounds, BoundsLevel
 from tenants.quota import Quota, build_quota
-
-if TYPE_CHECKING:
-    from classifier.plan import Classifier
+from tenants.resourcenames import ledger_keys
 
 logger = logging.getLogger(__name__)
 
@@ -103,17 +102,29 @@ QuantityValue = Annotated[
 
 
 def _resource_names(value: dict[str, Quantity]) -> dict[str, Quantity]:
+    """Container resource names (``cpu``, ``nvidia.com/gpu``): no ``requests.``/``limits.``."""
     for name, amount in value.items():
         head, dot, rest = name.partition(".")
         if dot and head in ("requests", "limits"):
             raise ValueError(
-                f'resource "{name}": write the plain resource name "{rest}" (quotas count requests)'
+                f'resource "{name}": write the plain resource name "{rest}" '
+                "(this is a container resource, not a quota name)"
             )
         if not is_qualified_name(name):
             raise ValueError(f'resource name "{name}" is not a valid resource name')
         if amount.nanos < 0:
             raise ValueError(f"{name}: quantity {amount} must not be negative")
     return value
+
+
+def _quota_names(value: dict[str, Quantity]) -> dict[str, Quantity]:
+    """Quota names as ResourceQuota writes them (``requests.cpu``, ``limits.memory``, ``cpu``),
+    keyed by what the ledger counts (``tenants.resourcenames``)."""
+    keyed = ledger_keys(value)
+    for name, amount in value.items():
+        if amount.nanos < 0:
+            raise ValueError(f"{name}: quantity {amount} must not be negative")
+    return keyed
 
 
 ResourceQuantities = Annotated[dict[str, QuantityValue], Field(default_factory=dict)]
@@ -152,7 +163,7 @@ class BurstSpec(_Model):
     @field_validator("max")
     @classmethod
     def _max(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
-        return _resource_names(value)
+        return _quota_names(value)
 
 
 class QuotaSpec(_Model):
@@ -162,7 +173,7 @@ class QuotaSpec(_Model):
     @field_validator("guaranteed")
     @classmethod
     def _guaranteed(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
-        return _resource_names(value)
+        return _quota_names(value)
 
 
 class TenantPriorityClassesSpec(_Model):
@@ -182,12 +193,37 @@ class TenantProfilesSpec(_Model):
 
 
 class ContainerDefaultsSpec(_Model):
-    requests: ResourceQuantities
+    """What a container gets when it sets no request (or no limit) for a resource."""
 
-    @field_validator("requests")
+    requests: ResourceQuantities
+    limits: ResourceQuantities
+
+    @field_validator("requests", "limits")
     @classmethod
-    def _requests(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+    def _names(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
         return _resource_names(value)
+
+
+class BoundsLevelSpec(_Model):
+    """Per container or per pod: the smallest and largest request/limit, and the largest
+    limit-to-request ratio, per resource (LimitRange's ``min``, ``max``,
+    ``maxLimitRequestRatio``)."""
+
+    min: ResourceQuantities
+    max: ResourceQuantities
+    maxLimitRequestRatio: ResourceQuantities
+
+    @field_validator("min", "max", "maxLimitRequestRatio")
+    @classmethod
+    def _names(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        return _resource_names(value)
+
+
+class BoundsSpec(_Model):
+    """What one container, and one pod, of the tenant may ask for."""
+
+    container: BoundsLevelSpec | None = None
+    pod: BoundsLevelSpec | None = None
 
 
 class TenantSpec(_Model):
@@ -201,6 +237,7 @@ class TenantSpec(_Model):
     profiles: TenantProfilesSpec = Field(default_factory=TenantProfilesSpec)
     overQuota: Literal["reject", "queue"] = "reject"
     containerDefaults: ContainerDefaultsSpec | None = None
+    bounds: BoundsSpec | None = None
 
     @field_validator("namespaces")
     @classmethod
@@ -313,6 +350,9 @@ class TenantPolicy:
     allowed_profiles: frozenset[str] | None
     classifier: Classifier
     container_defaults: Mapping[str, Quantity]
+    # Default limits (containerDefaults.limits) and bounds; empty / None when not configured.
+    container_default_limits: Mapping[str, Quantity] = field(default_factory=dict)
+    bounds: Bounds | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,6 +495,22 @@ def _classifier_part(config: TenantgateConfig) -> ClassifierConfig:
     )
 
 
+def _bounds_level(spec: BoundsLevelSpec | None) -> BoundsLevel | None:
+    if spec is None:
+        return None
+    level = BoundsLevel(
+        min=dict(spec.min), max=dict(spec.max), ratio=dict(spec.maxLimitRequestRatio)
+    )
+    return level if level else None
+
+
+def _bounds(spec: BoundsSpec | None) -> Bounds | None:
+    if spec is None:
+        return None
+    container, pod = _bounds_level(spec.container), _bounds_level(spec.pod)
+    return Bounds(container, pod) if container is not None or pod is not None else None
+
+
 def compile_policy(config: TenantgateConfig) -> Policy:
     """Check every cross-reference and compile; :class:`PolicyError` lists every problem.
 
@@ -566,6 +622,7 @@ def compile_policy(config: TenantgateConfig) -> Policy:
         classes_allowed = frozenset((pcs.guaranteed, *pcs.allowed, config.burstPriorityClass))
         profiles_allowed = frozenset(allowed_profiles) if allowed_profiles is not None else None
         defaults = spec.containerDefaults.requests if spec.containerDefaults is not None else {}
+        default_limits = spec.containerDefaults.limits if spec.containerDefaults is not None else {}
         tenant = TenantPolicy(
             name=name,
             quota=quota,
@@ -580,6 +637,10 @@ def compile_policy(config: TenantgateConfig) -> Policy:
             allowed_profiles=shared(profiles_allowed, profiles_allowed),
             classifier=classifier,
             container_defaults=shared(("defaults", _amounts_key(defaults)), dict(defaults)),
+            container_default_limits=shared(
+                ("default limits", _amounts_key(default_limits)), dict(default_limits)
+            ),
+            bounds=shared(("bounds", repr(spec.bounds)), _bounds(spec.bounds)),
         )
         tenants[name] = tenant
         for namespace in spec.namespaces:

@@ -59,7 +59,10 @@ class ConfigError(ValueError):
     """The config file is not usable; ``problems`` lists every problem found, in line order."""
 
     def __init__(self, problems: Iterable[ConfigProblem]) -> None:
-        self.problems = tuple(sorted(set(problems), key=lambda p: (p.file, p.line, p.field)))
+        # The message breaks ties, so that several problems of one field print in a fixed order.
+        self.problems = tuple(
+            sorted(set(problems), key=lambda p: (p.file, p.line, p.field, p.message))
+        )
         super().__init__("\n".join(str(problem) for problem in self.problems))
 
 

@@ -34,6 +34,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 import orjson
 
 from classifier import podview
+from classifier.limits import pod_limit_usage
 from classifier.quantities import Quantity, QuantityFormat
 from classifier.resources import PodResourceError, pod_requests
 from tenants.config import RESERVATION_ANNOTATION, TIER_LABEL, Policy
@@ -67,7 +68,8 @@ class PodFacts:
     ``release_at`` is ``deletionTimestamp + deletionGracePeriodSeconds`` for a terminating pod:
     like the ResourceQuota evaluator, a pod stuck terminating past it (a lost node) is no
     longer charged. ``invalid`` says why the request could not be computed (it then counts as
-    one pod and nothing else).
+    one pod and nothing else). ``limited_amount`` is ``amount`` plus the pod's ``limits.*``
+    usage, what a tenant with a limits quota charges; None when the pod sets no limit.
     """
 
     uid: str
@@ -81,6 +83,13 @@ class PodFacts:
     terminal: bool = False
     release_at: float | None = None
     invalid: str | None = None
+    limited_amount: Mapping[str, Quantity] | None = None
+
+    def charged(self, *, limits: bool) -> Mapping[str, Quantity]:
+        """What the pod is charged by a tenant with (``limits``) or without limits quotas."""
+        if limits and self.limited_amount is not None:
+            return self.limited_amount
+        return self.amount
 
     def counted(self, now: float) -> bool:
         """Whether the pod holds quota at ``now``."""
@@ -120,7 +129,7 @@ class AmountInterner:
         self._amounts: dict[
             tuple[tuple[str, int, QuantityFormat], ...], Mapping[str, Quantity]
         ] = {}
-        self._requests: dict[bytes, tuple[Mapping[str, Quantity], str | None]] = {}
+        self._requests: dict[bytes, Amounts] = {}
 
     def __call__(self, amount: dict[str, Quantity]) -> Mapping[str, Quantity]:
         key = tuple(sorted((name, q.nanos, q.format) for name, q in amount.items()))
@@ -132,8 +141,9 @@ class AmountInterner:
             return self._amounts.setdefault(key, amount)
         return amount
 
-    def request(self, pod: Mapping[str, Any]) -> tuple[Mapping[str, Quantity], str | None]:
-        """The pod's shared amount and why it is invalid (None when valid), remembered by spec."""
+    def request(self, pod: Mapping[str, Any]) -> Amounts:
+        """The pod's shared amounts (without and with limits) and why it is invalid (None when
+        valid), remembered by spec."""
         key = _request_key(podview.spec(pod))
         known = self._requests.get(key) if key is not None else None
         if known is not None:
@@ -144,14 +154,20 @@ class AmountInterner:
         return found
 
 
-def _request(
-    pod: Mapping[str, Any], intern: AmountInterner | None
-) -> tuple[Mapping[str, Quantity], str | None]:
+# (requests, requests plus limits.* or None without limits, why it is invalid or None)
+Amounts = tuple[Mapping[str, Quantity], Mapping[str, Quantity] | None, str | None]
+
+
+def _request(pod: Mapping[str, Any], intern: AmountInterner | None) -> Amounts:
     try:
         computed = pod_requests(pod)
+        limits = pod_limit_usage(pod)
     except PodResourceError as exc:
-        return _ONE_POD, str(exc)
-    return (intern(computed) if intern is not None else computed), None
+        return _ONE_POD, None, str(exc)
+    limited = {**computed, **limits} if limits else None
+    if intern is None:
+        return computed, limited, None
+    return intern(computed), intern(limited) if limited is not None else None, None
 
 
 _KEY_OPTIONS: Final = (
@@ -216,7 +232,7 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
     priority_class = podview.string(podview.spec(pod).get("priorityClassName"))
     name = podview.string(meta.get("name")) or ""
     version = podview.string(meta.get("resourceVersion")) or ""
-    amount, invalid = intern.request(pod) if intern is not None else _request(pod, None)
+    amount, limited, invalid = intern.request(pod) if intern is not None else _request(pod, None)
     # One key each from labels and annotations: no need to copy the whole maps.
     label = podview.obj(meta.get("labels")).get(TIER_LABEL)
     reservation = podview.string(podview.obj(meta.get("annotations")).get(RESERVATION_ANNOTATION))
@@ -240,6 +256,7 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
         terminal=podview.phase(pod) in TERMINAL_PHASES,
         release_at=release_at,
         invalid=invalid,
+        limited_amount=limited,
     )
 
 
@@ -250,7 +267,12 @@ Outcome = Literal["charged", "confirmed", "unadmitted", "late", "known"]
 
 
 def charge_pod(
-    ledger: TenantLedger, facts: PodFacts, *, burst_class: str, carry: Charge | None = None
+    ledger: TenantLedger,
+    facts: PodFacts,
+    *,
+    burst_class: str,
+    carry: Charge | None = None,
+    limits: bool = False,
 ) -> tuple[TenantLedger, Outcome]:
     """Charge a live pod to ``ledger``: confirm its reservation, or charge its own request.
 
@@ -259,6 +281,7 @@ def charge_pod(
     Outcome: ``confirmed`` (its reservation became its charge), ``known`` (already charged),
     ``charged`` (carried over), ``unadmitted`` (no reservation and none named: it never passed
     the webhook) or ``late`` (it names a reservation that expired or was never booked here).
+    ``limits``: the tenant has a limits quota, so the pod's own charge includes its limits.
     """
     if facts.uid in ledger.charges:
         return ledger, "known"
@@ -272,7 +295,7 @@ def charge_pod(
         pod_uid=facts.uid,
         reservation_id=facts.reservation,
         tier=facts.tier(burst_class),
-        amount=facts.amount,
+        amount=facts.charged(limits=limits),
     )
     if len(charged.reservations) < len(ledger.reservations):
         return charged, "confirmed"
@@ -901,6 +924,7 @@ class LedgerController:
             tenant: dict(snapshot[tenant].reservations) if tenant in snapshot else {}
             for tenant in built
         }
+        limited = {name: tenant.quota.has_limits for name, tenant in policy.tenants.items()}
         # Pods of one Deployment share their amount: share their Charge too.
         shared: dict[tuple[Tier, int], Charge] = {}
         bound: dict[tuple[str, str], str] = {}
@@ -933,10 +957,11 @@ class LedgerController:
                 reservations.pop(consumed, None)
             if counted:
                 tier = facts.tier(burst_class)
-                key = (tier, id(facts.amount))
+                amount = facts.charged(limits=limited[tenant])
+                key = (tier, id(amount))
                 charge = shared.get(key)
-                if charge is None or charge.amount is not facts.amount:
-                    charge = shared[key] = Charge(tier, facts.amount)
+                if charge is None or charge.amount is not amount:
+                    charge = shared[key] = Charge(tier, amount)
                 charges[tenant][uid] = charge
         truth = {
             tenant: build_ledger(
@@ -965,8 +990,13 @@ class LedgerController:
     def _charge(self, facts: PodFacts, tenant: str, *, carry: Charge | None) -> None:
         """Charge the pod to ``tenant`` and record it in the index."""
         burst_class = self._policy.burst_class
+        configured = self._policy.tenants.get(tenant)
+        limits = configured is not None and configured.quota.has_limits
         outcome = self._store.update(
-            tenant, lambda ledger: charge_pod(ledger, facts, burst_class=burst_class, carry=carry)
+            tenant,
+            lambda ledger: charge_pod(
+                ledger, facts, burst_class=burst_class, carry=carry, limits=limits
+            ),
         )
         self._by_namespace[facts.namespace][facts.uid] = tenant
         if outcome == "confirmed":

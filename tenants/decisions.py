@@ -26,9 +26,11 @@ from typing import Any, Final
 
 from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
+from classifier.limits import pod_limit_usage, pod_usage
 from classifier.quantities import Quantity, format_list
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
+from tenants.bounds import bounds_violations, missing_limits
 from tenants.config import (
     RESERVATION_ANNOTATION,
     TENANT_LABEL,
@@ -36,6 +38,7 @@ from tenants.config import (
     Policy,
     TenantPolicy,
 )
+from tenants.defaults import apply_defaults, describe_filled, lacks_defaults
 from tenants.ledger import (
     LedgerStore,
     LedgerUnavailable,
@@ -54,6 +57,7 @@ from tenants.quota import (
     format_over,
     headroom,
 )
+from tenants.resourcenames import limit_keys
 from tenants.verdicts import AdmissionInput, Verdict
 
 logger = logging.getLogger(__name__)
@@ -272,76 +276,13 @@ def apply_container_defaults(
 ) -> list[tuple[str, dict[str, Quantity]]]:
     """Give every container the default request of each resource it neither requests nor limits.
 
-    A resource set at pod level (``spec.resources``) is left alone, since pod-level requests
-    must cover the containers'. Writes copies into ``pod`` (never into shared subtrees) and
-    returns (container name, defaults applied) for each container changed.
+    Requests only (``tenants.defaults.apply_defaults`` fills limits too): (container name,
+    defaults applied) for each container changed.
     """
-    if not defaults:
-        return []
-    spec = pod.get("spec")
-    if not isinstance(spec, dict):
-        return []
-    wanted = {name: defaults[name] for name in _wanted_defaults(spec, defaults)}
-    applied: list[tuple[str, dict[str, Quantity]]] = []
-    for field in ("initContainers", "containers"):
-        items = spec.get(field)
-        if not isinstance(items, list):
-            continue
-        new_items: list[Any] | None = None
-        for index, container in enumerate(items):
-            if not isinstance(container, dict):
-                continue
-            resources = podview.obj(container.get("resources"))
-            requests = podview.obj(resources.get("requests"))
-            limits = podview.obj(resources.get("limits"))
-            missing = {
-                name: amount
-                for name, amount in wanted.items()
-                if name not in requests and name not in limits
-            }
-            if not missing:
-                continue
-            new_requests = dict(requests)
-            new_requests.update({name: str(amount) for name, amount in missing.items()})
-            new_resources = dict(resources)
-            new_resources["requests"] = new_requests
-            new_container = dict(container)
-            new_container["resources"] = new_resources
-            if new_items is None:
-                new_items = list(items)
-            new_items[index] = new_container
-            applied.append((podview.string(container.get("name")) or f"{field}[{index}]", missing))
-        if new_items is not None:
-            spec[field] = new_items
-    return applied
-
-
-def _wanted_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> list[str]:
-    """The defaulted resources not set at pod level (``spec.resources``)."""
-    pod_level = podview.obj(spec.get("resources"))
-    requests = podview.obj(pod_level.get("requests"))
-    limits = podview.obj(pod_level.get("limits"))
-    return [name for name in defaults if name not in requests and name not in limits]
-
-
-def _lacks_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> bool:
-    """Whether :func:`apply_container_defaults` would change a pod with this ``spec``."""
-    wanted = _wanted_defaults(spec, defaults) if defaults else []
-    if not wanted:
-        return False
-    for field in ("initContainers", "containers"):
-        items = spec.get(field)
-        if not isinstance(items, list):
-            continue
-        for container in items:
-            if not isinstance(container, dict):
-                continue
-            resources = podview.obj(container.get("resources"))
-            requests = podview.obj(resources.get("requests"))
-            limits = podview.obj(resources.get("limits"))
-            if any(name not in requests and name not in limits for name in wanted):
-                return True
-    return False
+    return [
+        (item.container, item.requests)
+        for item in apply_defaults(pod, requests=defaults, limits={})
+    ]
 
 
 def _meta_string(pod: Mapping[str, Any], field: str, key: str) -> str | None:
@@ -368,13 +309,42 @@ def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservatio
     annotations[RESERVATION_ANNOTATION] = reservation_id
 
 
-def _exact_request(pod: Mapping[str, Any]) -> Mapping[str, Quantity] | Verdict:
-    """The pod's exact request, or the 400 denial saying what is wrong with its resources."""
+def _exact_request(pod: Mapping[str, Any], *, limits: bool) -> Mapping[str, Quantity] | Verdict:
+    """The pod's exact request (with its ``limits.*`` usage when the tenant has a limits quota),
+    or the 400 denial saying what is wrong with its resources."""
     try:
-        amount = pod_requests(pod)
+        amount = pod_usage(pod) if limits else pod_requests(pod)
     except PodResourceError as exc:
         return _bad_request(str(exc))
     return _checked(amount)
+
+
+def _with_limits(
+    pod: Mapping[str, Any], requests: Mapping[str, Quantity]
+) -> Mapping[str, Quantity] | Verdict:
+    """``requests`` (already known) plus the pod's ``limits.*`` usage, or the 400 denial."""
+    try:
+        limits = pod_limit_usage(pod)
+    except PodResourceError as exc:
+        return _bad_request(str(exc))
+    return _checked({**requests, **limits} if limits else requests)
+
+
+def _shape_denial(tenant: TenantPolicy, pod: Mapping[str, Any], pod_name: str) -> Verdict | None:
+    """The denial for a pod without a limit its tenant's quota caps, or outside its bounds."""
+    capped = limit_keys(tenant.quota.ceiling)
+    if capped:
+        message = missing_limits(pod, capped, tenant=tenant.name, pod_name=pod_name)
+        if message is not None:
+            return Verdict.deny(message)
+    if tenant.bounds is not None:
+        try:
+            found = bounds_violations(pod, tenant.bounds, tenant=tenant.name, pod_name=pod_name)
+        except PodResourceError as exc:
+            return _bad_request(str(exc))
+        if found:
+            return Verdict.deny("; ".join(found))
+    return None
 
 
 def _checked(amount: Mapping[str, Quantity]) -> Mapping[str, Quantity] | Verdict:
@@ -503,17 +473,26 @@ class PolicyAdmitter:
         mutated = plan.mutated
         warnings = [f"profile {classification.profile}: {classification.reason}"]
 
-        applied = apply_container_defaults(mutated, tenant.container_defaults)
+        applied = apply_defaults(
+            mutated, requests=tenant.container_defaults, limits=tenant.container_default_limits
+        )
         if applied:
-            containers = "; ".join(f"{name} {format_list(amounts)}" for name, amounts in applied)
-            warnings.append(f"tenant {tenant.name} default requests applied: {containers}")
+            warnings.append(describe_filled(tenant.name, applied))
 
         # The plan never changes what a pod requests, so the rules' figure holds unless
         # container defaults were applied.
         known = classification.requests
-        amount = _exact_request(mutated) if applied or known is None else _checked(known)
+        limits = tenant.quota.has_limits
+        if applied or known is None:
+            amount = _exact_request(mutated, limits=limits)
+        else:
+            amount = _with_limits(mutated, known) if limits else _checked(known)
         if isinstance(amount, Verdict):
             return amount
+        if tenant.bounds is not None or limits:
+            denial = _shape_denial(tenant, mutated, _pod_name(request, pod, generated=True))
+            if denial is not None:
+                return denial
 
         original_spec = podview.spec(pod)
         asked = podview.string(original_spec.get("priorityClassName")) or None
@@ -694,7 +673,7 @@ class PolicyAdmitter:
                 f"label {TENANT_LABEL}={label_tenant} does not match tenant {tenant.name} "
                 f"of namespace {namespace}; retry"
             )
-        amount = _exact_request(pod)
+        amount = _exact_request(pod, limits=tenant.quota.has_limits)
         if isinstance(amount, Verdict):
             return amount
         spec = podview.spec(pod)
@@ -709,11 +688,18 @@ class PolicyAdmitter:
                     f"spec.priority {priority} is above the value {known.value} of priority "
                     f"class {class_name}"
                 )
-        if _lacks_defaults(spec, tenant.container_defaults):
+        if lacks_defaults(
+            spec, requests=tenant.container_defaults, limits=tenant.container_default_limits
+        ):
+            missing = "requests or limits" if tenant.container_default_limits else "requests"
             return _retry(
                 f"pod {_pod_name(request, pod)} of tenant {tenant.name} has containers without "
-                "requests and was not mutated by tenantgate; retry"
+                f"{missing} and was not mutated by tenantgate; retry"
             )
+        if tenant.bounds is not None or tenant.quota.has_limits:
+            denial = _shape_denial(tenant, pod, _pod_name(request, pod))
+            if denial is not None:
+                return denial
 
         reservation_id = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
         if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
@@ -778,11 +764,12 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
-        new_amount = _exact_request(pod)
+        limits = tenant.quota.has_limits
+        new_amount = _exact_request(pod, limits=limits)
         if isinstance(new_amount, Verdict):
             return new_amount
         try:
-            old_amount = pod_requests(old)
+            old_amount = pod_usage(old) if limits else pod_requests(old)
         except PodResourceError as exc:
             return _bad_request(str(exc))
         delta = _delta(new_amount, old_amount)
@@ -814,8 +801,12 @@ class PolicyAdmitter:
         return await self._ledger.transact(tenant.name, change, commit=not request.dry_run)
 
 
-def _pod_name(request: AdmissionInput, pod: Mapping[str, Any]) -> str:
+def _pod_name(request: AdmissionInput, pod: Mapping[str, Any], *, generated: bool = False) -> str:
+    """``namespace/name``; ``generated``: a pod not named yet goes by its ``generateName``
+    (``team-a/web-7d9f8c-``), as /mutate sees a Deployment's pods."""
     name = request.name or podview.name(pod)
+    if not name and generated:
+        name = podview.string(podview.metadata(pod).get("generateName")) or ""
     namespace = request.namespace or podview.namespace(pod) or ""
     return f"{namespace}/{name}" if name else namespace
 

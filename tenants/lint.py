@@ -4,7 +4,8 @@ Beyond what loading refuses (schema errors, unknown profiles or priority classes
 claimed twice, unsupported settings) lint also reports what loads but is surely a mistake: burst
 capacity below the guarantee, rules that can never match, tenants that claim no namespace,
 namespaces that two tenants' selectors both claim, and burst classes that would not be the
-first preemption victims.
+first preemption victims; and bounds or container defaults that contradict the quota
+(``tenants.boundslint``), with warnings for limits quotas pods would hit without defaults.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from classifier.rules import find_unreachable_rules
+from classifier.rulelint import find_unreachable_rules
+from tenants.boundslint import bounds_problems, limits_warnings
 from tenants.config import (
     NamespaceSelector,
     PolicyError,
@@ -40,11 +42,13 @@ _NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 @dataclass(frozen=True, slots=True)
 class LintReport:
-    """The outcome of linting one file: its problems (empty when clean) and a summary."""
+    """The outcome of linting one file: its problems (empty when clean), a summary, and
+    warnings (what is legal but likely to surprise; they do not fail the lint)."""
 
     file: str
     problems: tuple[ConfigProblem, ...]
     summary: str
+    warnings: tuple[ConfigProblem, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -73,7 +77,8 @@ def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
         problems.extend(exc.problems)
     problems.extend(semantic_problems(config))
     located = ConfigError(locate(problems, source, filename=filename)).problems
-    return LintReport(filename, located, "" if located else summarize(config))
+    warnings = ConfigError(locate(limits_warnings(config), source, filename=filename)).problems
+    return LintReport(filename, located, "" if located else summarize(config), warnings)
 
 
 def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
@@ -82,6 +87,7 @@ def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
     problems.extend(_burst_problems(config))
     problems.extend(_claim_problems(config))
     problems.extend(_class_problems(config))
+    problems.extend(bounds_problems(config))
     return problems
 
 

@@ -39,6 +39,11 @@ class Quota:
     def guarantee_of(self, resource: str) -> Quantity:
         return self.guaranteed.get(resource, _ZERO)
 
+    @property
+    def has_limits(self) -> bool:
+        """Whether a ``limits.*`` resource is limited (its pods must then set limits)."""
+        return any(name.startswith("limits.") for name in self.ceiling)
+
 
 def scale(quantity: Quantity, ratio: Fraction) -> Quantity:
     """``quantity * ratio`` rounded down to the nano, keeping the format (``8Gi * 1.5 = 12Gi``).

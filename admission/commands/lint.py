@@ -2,7 +2,7 @@
 
 Prints every problem as ``FILE:LINE: FIELD: MESSAGE`` (on stdout, so CI logs and editors can
 parse it) and exits 1 when any file has one; otherwise prints a short summary per file and
-exits 0.
+exits 0. Warnings (``FILE:LINE: FIELD: warning: MESSAGE``) never change the exit code.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     problems = 0
     for path in args.files:
         report = lint_file(path)
+        for warning in report.warnings:
+            print(_as_warning(str(warning), warning.message), file=stream)
         if report.ok:
             if not args.quiet:
                 print(f"{report.file}: ok: {report.summary}", file=stream)
@@ -46,3 +48,8 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     if problems and not args.quiet:
         print(f"{problems} problem{'s' if problems != 1 else ''} found", file=stream)
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _as_warning(text: str, message: str) -> str:
+    """``FILE:LINE: FIELD: warning: MESSAGE``."""
+    return f"{text.removesuffix(message)}warning: {message}"

@@ -1,7 +1,8 @@
 """``tenantgate review``: offline, what would the webhook do to the pods of these manifests?
 
 Reads YAML or JSON manifests (multi-document files, ``*List`` objects, anchors, any
-apiVersion), finds every pod template in them (custom resources included), builds the pod a
+apiVersion), finds every pod template in them (custom resources included, and the pods of
+workloads that describe them otherwise: classifier/workloads/), builds the pod a
 controller would create from each, and runs it through the server's own decision path: the
 :class:`~tenants.decisions.PolicyAdmitter` answers /mutate and then /validate on the patched
 pod, both as a dry run, so nothing is booked. Usage starts empty, or at a ``/status`` snapshot
@@ -32,6 +33,7 @@ from typing import Any, Final, TextIO
 import yaml
 
 from admission.patch import make_json_patch
+from classifier.agreement import measure
 from classifier.quantities import QuantityError
 from classifier.resources import pod_requests
 from classifier.templates import PodTemplate, find_pod_templates, pod_from_template
@@ -56,8 +58,10 @@ NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 _DESCRIPTION = """\
 Find every pod template in the manifests (Pods, Deployments, Jobs, CronJobs, custom
 resources...) and show what the webhook would do to its pod: tenant, tier, profile and why,
-verdict, warnings, patch and mutated pod. The server's own mutate and validate run as a dry
-run against the usage given (none by default); nothing is sent to a cluster.
+verdict, warnings, patch and mutated pod. Argo Workflows, SparkApplications, Tekton TaskRuns,
+Knative Services and Argo Rollouts give the pods their operators would create. The server's
+own mutate and validate run as a dry run against the usage given (none by default); nothing
+is sent to a cluster.
 """
 _EPILOG = """\
 Each pod template (a Deployment with replicas: 3, a Job, a CronJob...) is reviewed as ONE pod,
@@ -126,6 +130,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         help="usage snapshot to start from (JSON or YAML, the shape GET /status serves on the "
         "metrics port); default: no usage",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="name every signal of the matching rule in WHY (and classify pods of namespaces "
+        "no tenant claims, as the rules would)",
+    )
+    parser.add_argument(
+        "--expected",
+        metavar="FILE",
+        type=Path,
+        help="index of expected profiles (file name -> <Kind>/<name>@<path> -> profile, as in "
+        "tests/fixtures/manifests/expected.yaml): print the agreement rate and a confusion "
+        "table after the results (implies --explain)",
     )
     parser.set_defaults(func=run)
 
@@ -235,11 +253,18 @@ async def _decide(admitter: PolicyAdmitter, pod: Mapping[str, Any], *, namespace
 
 
 async def review_template(
-    found: PodTemplate, *, file: str, admitter: PolicyAdmitter, namespace: str | None
+    found: PodTemplate,
+    *,
+    file: str,
+    admitter: PolicyAdmitter,
+    namespace: str | None,
+    explain: bool = False,
 ) -> dict[str, Any]:
     """One result row: identity, tenant, tier, profile and why, verdict, patch, mutated pod.
 
-    ``namespace`` (when given) replaces the object's own namespace.
+    ``namespace`` (when given) replaces the object's own namespace. With ``explain``, the
+    reason names every signal of the matching rule, and a pod of a namespace no tenant claims
+    is still classified (``rulesProfile``: what the rules would give it).
     """
     pod = pod_from_template(found, namespace=namespace or DEFAULT_NAMESPACE)
     if namespace is not None:
@@ -265,15 +290,19 @@ async def review_template(
     notes: list[str] = []
     if tenant is None:
         untouched = "admitted untouched" if outcome.allowed else "denied"
-        row.update(
-            profile=None,
-            classifiedBy=None,
-            reason=f'namespace "{pod_namespace}" belongs to no tenant: {untouched}',
-        )
+        reason = f'namespace "{pod_namespace}" belongs to no tenant: {untouched}'
+        if explain:
+            rules = admitter.policy.classifier.classify(pod, namespace=pod_namespace, explain=True)
+            row["rulesProfile"] = rules.profile
+            reason += f" (the rules would give {rules.profile}: {rules.reason})"
+        row.update(profile=None, classifiedBy=None, reason=reason)
     else:
         # The tenant's classifier, as /mutate ran it: the verdict does not carry the reason.
         plan = tenant.classifier.plan(
-            pod, namespace=pod_namespace, allowed_profiles=tenant.allowed_profiles
+            pod,
+            namespace=pod_namespace,
+            allowed_profiles=tenant.allowed_profiles,
+            explain=explain,
         )
         classification = plan.classification
         row.update(
@@ -281,6 +310,8 @@ async def review_template(
             classifiedBy=classification.classified_by,
             reason=classification.reason,
         )
+        if explain:
+            row["rulesProfile"] = classification.profile
         if classification.problem:
             row["problem"] = classification.problem
         notes = list(plan.notes)
@@ -300,14 +331,78 @@ async def review_template(
 
 
 async def review_documents(
-    documents: Sequence[Document], *, admitter: PolicyAdmitter, namespace: str | None
+    documents: Sequence[Document],
+    *,
+    admitter: PolicyAdmitter,
+    namespace: str | None,
+    explain: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per pod template, in manifest order; each reviewed against the same usage."""
     return [
-        await review_template(found, file=document.file, admitter=admitter, namespace=namespace)
+        await review_template(
+            found, file=document.file, admitter=admitter, namespace=namespace, explain=explain
+        )
         for document in documents
         for found in find_pod_templates(document.body)
     ]
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+class ExpectedError(ValueError):
+    """An index of expected profiles that cannot be read; the message names the file."""
+
+
+def read_expected(path: Path) -> dict[str, dict[str, str]]:
+    """The expected profile per manifest file name and ``<Kind>/<name>@<path>`` key.
+
+    The index maps a file name to its entries; an entry is a profile, or a mapping with the
+    profile under ``expected`` (as tests/fixtures/manifests/expected.yaml records known
+    misses).
+    """
+    name = str(path)
+    try:
+        documents = [d for d in _load_yaml(name, path.read_text(encoding="utf-8")) if d]
+    except (OSError, UnicodeDecodeError) as error:
+        raise ExpectedError(f"{name}: cannot read: {_reason(error)}") from error
+    except ManifestError as error:
+        raise ExpectedError(str(error)) from error
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        raise ExpectedError(f"{name}: expected one mapping of file name to entries")
+    index: dict[str, dict[str, str]] = {}
+    for file, entries in documents[0].items():
+        if not isinstance(entries, dict | None):
+            raise ExpectedError(f"{name}: {file}: expected a mapping of template key to profile")
+        index[str(file)] = {}
+        for key, entry in (entries or {}).items():
+            profile = entry.get("expected") if isinstance(entry, dict) else entry
+            if not isinstance(profile, str):
+                raise ExpectedError(f"{name}: {file}: {key}: expected a profile name")
+            index[str(file)][str(key)] = profile
+    return index
+
+
+def agreement_report(
+    rows: Sequence[Mapping[str, Any]], expected: Mapping[str, Mapping[str, str]]
+) -> str:
+    """The agreement rate and confusion table of the rows the index has an entry for."""
+    pairs = []
+    unlisted = 0
+    for row in rows:
+        got = row.get("rulesProfile") or row.get("profile")
+        want = expected.get(Path(row["file"]).name, {}).get(
+            f"{row['kind']}/{row['name']}@{row['path']}"
+        )
+        if want is None or got is None:
+            unlisted += 1
+            continue
+        pairs.append((want, str(got)))
+    found = measure(pairs)
+    lines = [found.summary(), found.confusion_table()]
+    if unlisted:
+        lines.append(f"{unlisted} pods without an expected profile (or a profile) left out")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- output
@@ -403,8 +498,22 @@ def run(
             failed = True
     if failed:
         return EXIT_FAILED
+    expected = None
+    if args.expected is not None:
+        try:
+            expected = read_expected(args.expected)
+        except ExpectedError as error:
+            print(str(error), file=stderr)
+            return EXIT_FAILED
     admitter = make_admitter(policy, ledger)
-    rows = asyncio.run(review_documents(documents, admitter=admitter, namespace=args.namespace))
+    rows = asyncio.run(
+        review_documents(
+            documents,
+            admitter=admitter,
+            namespace=args.namespace,
+            explain=args.explain or expected is not None,
+        )
+    )
     for document in documents:
         if not isinstance(document.body, dict):
             print(
@@ -414,6 +523,13 @@ def run(
     if not rows:
         print("no pod templates found", file=stderr)
     print(render(rows, args.output), file=stdout)
+    if expected is not None:
+        # After a table, on stdout; after JSON or YAML, on stderr, so the output still parses.
+        report = agreement_report(rows, expected)
+        print(
+            ("\n" + report) if args.output == "table" else report,
+            file=stdout if args.output == "table" else stderr,
+        )
     errors = [row for row in rows if row.get("error")]
     for row in errors:
         print(

@@ -308,7 +308,14 @@ def test_admitter_gets_the_request_and_the_clock() -> None:
     del sent["metadata"]["managedFields"]
     assert request.object is not None
     assert request.object["metadata"] == sent["metadata"]
-    planned = ("restartPolicy", "schedulerName", "tolerations", "priority", "preemptionPolicy")
+    planned = (
+        "restartPolicy",
+        "schedulerName",
+        "tolerations",
+        "priority",
+        "preemptionPolicy",
+        "volumes",
+    )
     assert request.object["spec"] == {
         "containers": [
             {k: c[k] for k in ("name", "image", "resources")} for c in sent["spec"]["containers"]

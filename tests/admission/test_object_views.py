@@ -178,6 +178,19 @@ def test_the_view_gets_the_same_verdicts_as_the_whole_pod(
 
 # Rules of every condition kind, placed first so that each pod is tested against all of them.
 EVERY_CONDITION: list[dict[str, Any]] = [
+    {"name": "claims", "profile": "database", "match": {"volumeClaim": "template"}},
+    {
+        "name": "big-container",
+        "profile": "batch",
+        "match": {"container": {"resource": "memory >= 1Gi"}},
+    },
+    {
+        "name": "contains",
+        "profile": "web-frontend",
+        "match": {
+            "any": [{"image": {"contains": "ngin"}}, {"label": {"key": "app", "contains": "db"}}]
+        },
+    },
     {"name": "privileged", "profile": "system", "match": {"privileged": True}},
     {"name": "host-network", "profile": "system", "match": {"hostNetwork": True}},
     {
@@ -275,6 +288,13 @@ def test_mutating_the_view_patches_the_whole_pod_the_same(
     # The pods went through many rules, so through many profiles' plans.
     assert len(rules) >= 6
     if config == "every_condition":
-        assert {"rule/privileged", "rule/host-network", "rule/metrics-port"} <= rules
+        assert {
+            "rule/privileged",
+            "rule/host-network",
+            "rule/metrics-port",
+            "rule/claims",
+            "rule/big-container",
+            "rule/contains",
+        } <= rules
     for tenant in generated.policy.tenants:
         assert view.ledger.get(tenant) == whole.ledger.get(tenant)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +16,11 @@ from classifier.config import (
     PriorityClassSpec,
     ProfileOverrideSpec,
     ProfileSpec,
-    compile_classifier,
     parse_resource_expression,
     set_priority_class,
 )
-from classifier.rules import find_unreachable_rules
+from classifier.plan import compile_classifier
+from classifier.rulelint import find_unreachable_rules
 from classifier.types import JSONObject
 
 
@@ -75,7 +77,7 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "two key tests",
         make(rules=[rule({"label": {"key": "a", "value": "b", "exists": True}})]),
         "rules.0.match.label",
-        "exactly one of value, values, glob, exists, absent (got value, exists)",
+        "exactly one of value, values, glob, contains, exists, absent (got value, exists)",
     ),
     (
         "no key test",
@@ -346,15 +348,38 @@ def test_subclass_adds_sections_and_still_compiles() -> None:
         ClassifierConfig.model_validate(make(tenants={"a": 1}))
 
 
-def test_lazy_names_resolve() -> None:
-    from classifier.plan import Classifier, Plan
-    from classifier.rules import Classification
+def classifier_imports() -> dict[str, set[str]]:
+    """Every module of the classifier package and the package modules it imports, anywhere
+    in its body (imports inside functions and under TYPE_CHECKING count too)."""
+    package = Path(config_module.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module == "classifier":
+                    imported.update(f"classifier.{alias.name}" for alias in node.names)
+                elif node.module.startswith("classifier."):
+                    imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names if a.name.startswith("classifier."))
+        graph[f"classifier.{path.stem}"] = imported
+    return graph
 
-    assert config_module.Classifier is Classifier
-    assert config_module.Plan is Plan
-    assert config_module.Classification is Classification
-    with pytest.raises(AttributeError):
-        _ = config_module.Nothing
+
+def test_the_classifier_package_has_no_import_cycle() -> None:
+    graph = classifier_imports()
+    assert "classifier.plan" not in graph["classifier.config"]
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        for module in graph.get(start, set()) - seen:
+            seen.add(module)
+            if module == target or reaches(module, target, seen):
+                return True
+        return False
+
+    cycles = [module for module in graph if reaches(module, module, set())]
+    assert cycles == []
 
 
 # --------------------------------------------------------------------------- compiling
@@ -681,6 +706,53 @@ LINT: list[tuple[str, list[dict[str, Any]], list[tuple[str, str]]]] = [
         [],
     ),
     (
+        "contains and absent on one label",
+        [
+            rule(
+                {
+                    "all": [
+                        {"label": {"key": "app", "contains": "db"}},
+                        {"label": {"key": "app", "absent": True}},
+                    ]
+                }
+            )
+        ],
+        [
+            (
+                "rules[0].match.all",
+                'rule "r" can never match: label app cannot satisfy both set and absent',
+            )
+        ],
+    ),
+    (
+        "same per-container condition twice",
+        [
+            rule({"container": {"resource": "memory > 8Gi"}}, name="a"),
+            rule({"container": {"resource": ["memory > 8Gi"]}}, name="b"),
+        ],
+        [
+            (
+                "rules[1]",
+                'rule "b" can never match: rule "a" (rules[0]) before it has the same condition',
+            )
+        ],
+    ),
+    (
+        "a volume claim condition and its negation",
+        [rule({"all": [{"volumeClaim": "template"}, {"not": {"volumeClaim": "template"}}]})],
+        [
+            (
+                "rules[0].match.all",
+                'rule "r" can never match: it requires a condition and its negation',
+            )
+        ],
+    ),
+    (
+        "satisfiable: image contains and a glob",
+        [rule({"all": [{"image": {"contains": "sql"}}, {"image": "mysql"}]})],
+        [],
+    ),
+    (
         "catch-all via any with an always branch",
         [rule({"any": [{"port": 80}, {"all": []}]}, name="a"), rule({"port": 81}, name="b")],
         [("rules[1]", 'rule "b" can never match: rule "a" (rules[0]) before it matches every pod')],
@@ -716,3 +788,47 @@ def test_classifier_lint_is_the_same_analysis() -> None:
         make(rules=[{"name": "a", "profile": "gpu"}, rule({"port": 80}, name="b")])
     )
     assert compile_classifier(cfg).lint() == find_unreachable_rules(cfg)
+
+
+# --------------------------------------------------------------------------- schema of conditions
+
+# (condition, valid, the schema can tell): the schema checks shape; a resource expression's
+# grammar, an empty text and "exactly one test" are the model's to check.
+CONDITION_FORMS: list[tuple[dict[str, Any], bool, bool]] = [
+    ({"image": "mysql"}, True, True),
+    ({"image": ["mysql", "bitnami/*"]}, True, True),
+    ({"image": {"contains": "sql"}}, True, True),
+    ({"image": {"glob": ["postgres"], "contains": ["mssql", "oracle"]}}, True, True),
+    ({"image": {}}, False, True),
+    ({"image": {"contains": ""}}, False, False),
+    ({"image": {"like": "sql"}}, False, True),
+    ({"label": {"key": "app", "contains": ["front"]}}, True, True),
+    ({"label": {"key": "app", "contains": "front", "value": "x"}}, False, False),
+    ({"container": {"resource": "memory > 8Gi"}}, True, True),
+    ({"container": {"resource": ["memory > 8Gi", "nvidia.com/gpu > 0"]}}, True, True),
+    ({"container": {}}, False, True),
+    ({"container": {"resource": "memory is big"}}, False, False),
+    ({"volumeClaim": "template"}, True, True),
+    ({"volumeClaim": "any"}, True, True),
+    ({"volumeClaim": True}, False, True),
+]
+
+
+@pytest.mark.parametrize(("condition", "valid", "in_schema"), CONDITION_FORMS)
+def test_new_condition_forms_in_the_model_and_the_schema(
+    condition: dict[str, Any], valid: bool, in_schema: bool
+) -> None:
+    """The model and the JSON Schema ``tenantgate schema`` prints agree on every form the
+    schema can tell."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = ClassifierConfig.model_json_schema(by_alias=True, mode="validation")
+    document = make(rules=[{"name": "r", "profile": "general", "match": condition}])
+    try:
+        ClassifierConfig.model_validate(document)
+        model_valid = True
+    except ValidationError:
+        model_valid = False
+    assert model_valid is valid
+    schema_errors = list(jsonschema.Draft202012Validator(schema).iter_errors(document))
+    if in_schema:
+        assert (schema_errors == []) is valid, schema_errors

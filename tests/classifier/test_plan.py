@@ -16,9 +16,8 @@ from classifier.config import (
     ClassifierConfig,
     ClassifierConfigError,
     ProfileOverrideSpec,
-    compile_classifier,
 )
-from classifier.plan import Classifier
+from classifier.plan import Classifier, compile_classifier
 from classifier.profiles import selector_matches, toleration_key
 from classifier.types import JSONObject
 
@@ -147,7 +146,7 @@ def test_plan_applies_the_profile_and_annotates() -> None:
     assert plan.classification.profile == "web-frontend"
     assert plan.mutated["metadata"]["annotations"] == {
         "tenantgate.io/profile": "web-frontend",
-        "tenantgate.io/classified-by": "rule/web-frontend",
+        "tenantgate.io/classified-by": "rule/web-server",
     }
     assert [c["topologyKey"] for c in plan.mutated["spec"]["topologySpreadConstraints"]] == [
         "kubernetes.io/hostname",

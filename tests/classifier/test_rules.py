@@ -9,20 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from classifier.config import ClassifierConfig, ConditionSpec, compile_classifier
-from classifier.plan import Classifier
+from classifier.config import ClassifierConfig, ConditionSpec
+from classifier.facts import PodFacts, image_repository
+from classifier.plan import Classifier, compile_classifier
 from classifier.resources import PodResourceError, pod_requests
-from classifier.rules import (
-    INDEX_FROM,
-    Classification,
-    CompiledRule,
-    PodFacts,
-    RuleSet,
-    classify,
-    compile_condition,
-    compile_rules,
-    image_repository,
-)
+from classifier.rules import Classification, classify
+from classifier.ruleset import INDEX_FROM, CompiledRule, RuleSet, compile_condition, compile_rules
 from classifier.types import JSONObject
 
 
@@ -723,6 +715,7 @@ def _key_match() -> st.SearchStrategy[dict[str, Any]]:
         st.sampled_from(VALUES).map(lambda v: {"value": v}),
         _some(VALUES).map(lambda v: {"values": v}),
         _some(VALUE_GLOBS).map(lambda v: {"glob": v}),
+        _some(["a", "EB", "-1", "5d"]).map(lambda v: {"contains": v}),
         st.just({"exists": True}),
         st.just({"absent": True}),
     )
@@ -735,6 +728,15 @@ LEAVES: st.SearchStrategy[tuple[str, Any]] = st.one_of(
     st.tuples(st.just("namespace"), _some([*NAMESPACE_NAMES, "team-*", "*-a", "t?am-b"])),
     st.tuples(st.just("ownerKind"), _some([*KINDS, "Dep*", "*Set", "Cron?ob"])),
     st.tuples(st.just("image"), _some(IMAGE_PATTERNS)),
+    st.tuples(
+        st.just("image"),
+        st.fixed_dictionaries(
+            {"contains": _some(["ngin", "SQL", "redis", "/"])},
+            optional={"glob": _some(IMAGE_PATTERNS)},
+        ),
+    ),
+    st.tuples(st.just("container"), _some(RESOURCE_TESTS).map(lambda r: {"resource": r})),
+    st.tuples(st.just("volumeClaim"), st.sampled_from(["any", "template"])),
     st.tuples(st.just("port"), _some([80, 443, 8080, "http", "metrics", "*", "ht*", "*s"])),
     st.tuples(st.just("resource"), _some(RESOURCE_TESTS)),
     st.tuples(st.just("restartPolicy"), _some(["Always", "OnFailure", "Never"])),
@@ -765,7 +767,10 @@ def _indexed_pods(draw: st.DrawFn) -> JSONObject:
     labels = draw(st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=4))
     owners = draw(
         st.lists(
-            st.tuples(st.sampled_from(KINDS), st.sampled_from(["web-5d4f", "x-29000001", "y"])),
+            st.tuples(
+                st.sampled_from([*KINDS, "StatefulSet"]),
+                st.sampled_from(["web-5d4f", "x-29000001", "y"]),
+            ),
             max_size=2,
         )
     )
@@ -805,6 +810,15 @@ def _indexed_pods(draw: st.DrawFn) -> JSONObject:
     )
     if draw(st.booleans()):
         subject["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    claims = draw(st.lists(st.sampled_from(["data-y-0", "data-web-1", "other"]), max_size=2))
+    if claims:
+        subject["spec"]["volumes"] = [
+            {"name": "data", "persistentVolumeClaim": {"claimName": claim}} for claim in claims
+        ]
+    if draw(st.booleans()):
+        subject["spec"]["initContainers"] = [
+            {"name": "init", "image": "busybox", "resources": {"limits": {"memory": "3Gi"}}}
+        ]
     return subject
 
 
@@ -946,3 +960,174 @@ def test_only_larger_rule_sets_are_indexed() -> None:
     assert isinstance(large, RuleSet)
     assert large.rule_index is not None
     assert _candidates(large, pod(), namespace="n3") == ["r3"]
+
+
+# ----------------------------------------------------------- contains, containers, claims
+
+STATEFUL_POD = pod(
+    owners=[("StatefulSet", "web")],
+    spec={
+        "volumes": [
+            {"name": "config", "configMap": {"name": "c"}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-2"}},
+        ]
+    },
+)
+
+NEW_CASES: list[tuple[str, dict[str, Any], JSONObject, str | None]] = [
+    (
+        "label contains, ignoring case",
+        {"label": {"key": "app.kubernetes.io/component", "contains": ["frontend"]}},
+        pod(labels={"app.kubernetes.io/component": "Web-FrontEnd"}),
+        'label app.kubernetes.io/component=Web-FrontEnd contains "frontend"',
+    ),
+    (
+        "label contains miss",
+        {"label": {"key": "app", "contains": "frontend"}},
+        pod(labels={"app": "front"}),
+        None,
+    ),
+    (
+        "annotation contains on a key glob",
+        {"annotation": {"key": "x.io/*", "contains": ["sql", "mongo"]}},
+        pod(annotations={"x.io/a": "none", "x.io/b": "uses MongoDB"}),
+        'annotation x.io/b=uses MongoDB contains "mongo"',
+    ),
+    (
+        "image contains anywhere in the repository path",
+        {"image": {"contains": "mysql"}},
+        pod(images=["busybox", "registry.example.com/percona/percona-server-mysql:8.0"]),
+        'image registry.example.com/percona/percona-server-mysql:8.0 contains "mysql"',
+    ),
+    (
+        "image contains ignores the registry and the tag",
+        {"image": {"contains": ["mysql"]}},
+        pod(images=["mysql.example.com/app:mysql-8"]),
+        None,
+    ),
+    (
+        "image glob or contains: either is enough",
+        {"image": {"glob": ["postgres"], "contains": ["mssql"]}},
+        pod(images=["postgres:16"]),
+        'image postgres:16 matches "postgres"',
+    ),
+    (
+        "image long form with glob only",
+        {"image": {"glob": "bitnami/*"}},
+        pod(images=["docker.io/bitnami/redis:7"]),
+        'image docker.io/bitnami/redis:7 matches "bitnami/*"',
+    ),
+    (
+        "container memory: one container above, although the pod's sum is what counts elsewhere",
+        {"container": {"resource": "memory > 8Gi"}},
+        pod(images=["a", "b"], requests={"memory": "9Gi"}),
+        "container c0 requests memory=9Gi > 8Gi",
+    ),
+    (
+        "container memory: the sum is above, no container is",
+        {"container": {"resource": "memory > 8Gi"}},
+        {
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"memory": "6Gi"}}},
+                    {"name": "b", "resources": {"requests": {"memory": "6Gi"}}},
+                ]
+            }
+        },
+        None,
+    ),
+    (
+        "container: a limit stands in for a missing request, init containers count",
+        {"container": {"resource": ["nvidia.com/gpu > 0", "memory >= 2Gi"]}},
+        pod(init=[{"name": "warm", "resources": {"limits": {"memory": "2Gi"}}}]),
+        "container warm requests memory=2Gi >= 2Gi",
+    ),
+    (
+        "volumeClaim any",
+        {"volumeClaim": "any"},
+        pod(spec={"volumes": [{"name": "m", "persistentVolumeClaim": {"claimName": "models"}}]}),
+        "volume m claims models",
+    ),
+    (
+        "volumeClaim any: no claim",
+        {"volumeClaim": "any"},
+        pod(spec={"volumes": [{"name": "e", "emptyDir": {}}]}),
+        None,
+    ),
+    (
+        "volumeClaim template: the claim a StatefulSet made for its pod",
+        {"volumeClaim": "template"},
+        STATEFUL_POD,
+        "volume data claims data-web-2 from StatefulSet web's volumeClaimTemplates",
+    ),
+    (
+        "volumeClaim template: a claim of another name is the pod's own",
+        {"volumeClaim": "template"},
+        pod(
+            owners=[("StatefulSet", "web")],
+            spec={"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}]},
+        ),
+        None,
+    ),
+    (
+        "volumeClaim template: not owned by a StatefulSet",
+        {"volumeClaim": "template"},
+        pod(
+            owners=[("ReplicaSet", "web")],
+            spec={
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}}]
+            },
+        ),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("condition", "subject", "reason"), [c[1:] for c in NEW_CASES], ids=[c[0] for c in NEW_CASES]
+)
+def test_new_conditions(condition: dict[str, Any], subject: JSONObject, reason: str | None) -> None:
+    assert check(condition, subject) == reason
+
+
+def test_a_container_condition_raises_on_an_invalid_quantity() -> None:
+    with pytest.raises(PodResourceError) as caught:
+        check({"container": {"resource": "cpu > 1"}}, pod(requests={"cpu": "lots"}))
+    assert caught.value.path.startswith("spec.containers[0]")
+
+
+def test_explain_names_every_signal_and_no_exclusion() -> None:
+    cfg = ClassifierConfig.model_validate(
+        {
+            "profiles": {"general": {}, "database": {}},
+            "rules": [
+                {
+                    "name": "db",
+                    "profile": "database",
+                    "match": {
+                        "all": [
+                            {
+                                "any": [
+                                    {"image": {"contains": "redis"}},
+                                    {"label": {"key": "app", "value": "redis"}},
+                                    {"port": 6379},
+                                    {"port": 80},
+                                ]
+                            },
+                            {"not": {"image": {"contains": "exporter"}}},
+                        ]
+                    },
+                }
+            ],
+        }
+    )
+    subject = pod(labels={"app": "redis"}, images=["redis:7"], ports=[{"containerPort": 6379}])
+    classifier = compile_classifier(cfg)
+    short = classifier.classify(subject, namespace="default")
+    explained = classifier.classify(subject, namespace="default", explain=True)
+    # The short reason names what the pod has, not what it lacks.
+    assert short.reason == 'rule "db": image redis:7 contains "redis"'
+    assert explained.reason == (
+        'rule "db": image redis:7 contains "redis"; label app=redis; container c0 exposes port 6379'
+    )
+    assert (explained.profile, explained.rule) == (short.profile, short.rule)

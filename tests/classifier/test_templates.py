@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from classifier.rules import PodFacts
+from classifier.facts import PodFacts
 from classifier.templates import (
     find_pod_templates,
     is_pod_template,
@@ -86,11 +86,41 @@ FIND: list[tuple[str, Any, list[str]]] = [
         ["RayJob/job-@spec.t"],
     ),
     (
-        "spark driver without containers is no template",
-        workload(
-            "SparkApplication", {"driver": {"cores": 1, "labels": {"a": "b"}}, "image": "spark"}
-        ),
+        "a custom resource's fields without containers are no template",
+        workload("Thing", {"driver": {"cores": 1, "labels": {"a": "b"}}, "image": "spark"}),
         [],
+    ),
+    (
+        "a SparkApplication's driver and executor are built by its handler",
+        workload(
+            "SparkApplication",
+            {"driver": {"cores": 1, "labels": {"a": "b"}}, "image": "spark"},
+            api="sparkoperator.k8s.io/v1beta2",
+        ),
+        ["SparkApplication/w@spec.driver", "SparkApplication/w@spec.executor"],
+    ),
+    (
+        "a shape a handler does not know falls back to templates by shape",
+        workload(
+            "Service",
+            {"runLatest": {"configuration": {"revisionTemplate": {"spec": {"containers": [{}]}}}}},
+            api="serving.knative.dev/v1alpha1",
+        ),
+        ["Service/w@spec.runLatest.configuration.revisionTemplate"],
+    ),
+    (
+        "handlers address their pods inside a List",
+        {
+            "kind": "List",
+            "items": [
+                workload(
+                    "Workflow",
+                    {"templates": [{"name": "t", "container": {"image": "busybox"}}]},
+                    api="argoproj.io/v1alpha1",
+                )
+            ],
+        },
+        ["Workflow/w@items[0].spec.templates[0]"],
     ),
     (
         "containers must be a list",

@@ -260,6 +260,7 @@ def _pod(name: str, *, cpu: str, image: str = "nginx:1.27", **spec: Any) -> dict
     container = {
         "name": "app",
         "image": image,
+        "ports": [{"containerPort": 80}],
         "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
     }
     return {

@@ -309,10 +309,12 @@ def ha_cluster(
     guaranteed: int,
     ceiling: int,
     backend: str = "kubernetes",
+    config: str = CONFIG,
 ) -> Iterator[Cluster]:
     """The test API server with the CRD, ``replicas`` tenantgate processes, webhooks registered.
 
     ``backend: memory`` (one replica) is the single-process baseline the benchmark compares with.
+    ``config`` is formatted with ``ttl``, ``guaranteed``, ``ceiling`` and ``backend``.
     """
     if backend == "memory" and replicas != 1:
         raise ValueError("the memory backend serves one replica only")
@@ -326,7 +328,7 @@ def ha_cluster(
     certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
     config_file = directory / "tenantgate.yaml"
     config_file.write_text(
-        CONFIG.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling, backend=backend)
+        config.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling, backend=backend)
     )
     with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
         api.registry.bootstrap(
@@ -410,11 +412,11 @@ def pod(name: str) -> dict[str, Any]:
 RETRYABLE = {409, 429, 500, 503, 504}
 
 
-def create_pod(core: Any, name: str) -> str:
+def create_pod(core: Any, name: str, make: Callable[[str], dict[str, Any]] = pod) -> str:
     """``created`` or ``denied`` (over quota), retrying answers that say to retry."""
     for attempt in range(60):
         try:
-            core.create_namespaced_pod(NAMESPACE, pod(name), _request_timeout=30)
+            core.create_namespaced_pod(NAMESPACE, make(name), _request_timeout=30)
         except client.ApiException as exc:
             body = json.loads(exc.body) if exc.body else {}
             reason, message = body.get("reason", ""), body.get("message", "")
@@ -482,16 +484,21 @@ class ScenarioResult:
 
 
 def create_all(
-    cluster: Cluster, names: list[str], *, during: Callable[[int], None]
+    cluster: Cluster,
+    names: list[str],
+    *,
+    during: Callable[[int], None],
+    make: Callable[[str], dict[str, Any]] = pod,
 ) -> Counter[str]:
-    """Create ``names`` concurrently; ``during(done)`` runs after each answer."""
+    """Create ``names`` (pods built by ``make``) concurrently; ``during(done)`` runs after each
+    answer."""
     api = cluster.api_client(pool=64)
     core = client.CoreV1Api(api)
     outcomes: Counter[str] = Counter()
     lock = threading.Lock()
 
     def one(name: str) -> None:
-        outcome = create_pod(core, name)
+        outcome = create_pod(core, name, make)
         with lock:
             outcomes[outcome] += 1
             done = sum(outcomes.values())

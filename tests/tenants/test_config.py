@@ -94,8 +94,18 @@ class TestModels:
     @pytest.mark.parametrize(
         ("resources", "message"),
         [
-            ({"requests.cpu": "1"}, 'write the plain resource name "cpu"'),
-            ({"limits.memory": "1"}, 'write the plain resource name "memory"'),
+            (
+                {"limits.nvidia.com/gpu": "1"},
+                'resource "limits.nvidia.com/gpu": only cpu, memory and ephemeral-storage have '
+                "limits quotas; a nvidia.com/gpu limit always equals its request, write "
+                '"requests.nvidia.com/gpu"',
+            ),
+            (
+                {"requests.cpu": "1", "cpu": "2"},
+                'resources "requests.cpu" and "cpu" name the same quota; keep one',
+            ),
+            ({"limits.pods": "1"}, 'resource name "limits.pods" is not a valid resource name'),
+            ({"requests.pods": "1"}, 'resource "requests.pods": write "pods"'),
             ({"bad name!": "1"}, "is not a valid resource name"),
             ({"cpu": "-1"}, "must not be negative"),
         ],
@@ -120,6 +130,54 @@ class TestModels:
     def test_tenant_shape(self, tenant: str, spec: dict[str, Any], message: str) -> None:
         found = errors(with_tenant(tenant, spec))
         assert any(message in text for _, text in found), found
+
+    def test_quota_names_map_to_ledger_keys(self) -> None:
+        """ResourceQuota's names (requests.*, limits.*, bare) count what the ledger counts."""
+        config = TenantgateConfig.model_validate(
+            with_tenant(
+                "t",
+                {
+                    "quota": {
+                        "guaranteed": {
+                            "requests.cpu": "1",
+                            "memory": "1Gi",
+                            "limits.cpu": "2",
+                            "limits.memory": "2Gi",
+                            "limits.ephemeral-storage": "10Gi",
+                            "requests.nvidia.com/gpu": "1",
+                            "requests.hugepages-2Mi": "4Mi",
+                            "pods": "10",
+                        },
+                        "burst": {"max": {"requests.cpu": "3", "limits.cpu": "6"}},
+                    }
+                },
+            )
+        )
+        quota = config.tenants["t"].quota
+        assert set(quota.guaranteed) == {
+            "cpu",
+            "memory",
+            "limits.cpu",
+            "limits.memory",
+            "limits.ephemeral-storage",
+            "nvidia.com/gpu",
+            "hugepages-2Mi",
+            "pods",
+        }
+        assert quota.burst is not None
+        assert {k: str(v) for k, v in quota.burst.max.items()} == {"cpu": "3", "limits.cpu": "6"}
+
+    def test_container_resources_take_plain_names(self) -> None:
+        found = errors(
+            with_tenant("t", {"quota": {}, "containerDefaults": {"limits": {"limits.cpu": "1"}}})
+        )
+        assert found == [
+            (
+                "tenants.t.containerDefaults.limits",
+                'Value error, resource "limits.cpu": write the plain resource name "cpu" '
+                "(this is a container resource, not a quota name)",
+            )
+        ]
 
     def test_ratio_is_exact(self) -> None:
         config = TenantgateConfig.model_validate(

@@ -16,10 +16,10 @@ from tenants.config import Policy
 from tenants.configfile import load_policy
 from tenants.decisions import (
     PolicyAdmitter,
-    _lacks_defaults,
     apply_container_defaults,
     reservation_id_for,
 )
+from tenants.defaults import lacks_defaults
 from tenants.ledger import MemoryLedger, TenantLedger, ledger_from_usage
 from tenants.verdicts import AdmissionInput, Verdict
 from tests.tenants.conftest import (
@@ -635,8 +635,8 @@ def test_validate_sees_missing_defaults_exactly_as_mutate_applies_them(
     spec: dict[str, Any],
 ) -> None:
     applied = apply_container_defaults({"spec": copy.deepcopy(spec)}, _DEFAULTS)
-    assert _lacks_defaults(spec, _DEFAULTS) == bool(applied)
-    assert not _lacks_defaults(spec, {})
+    assert lacks_defaults(spec, requests=_DEFAULTS, limits={}) == bool(applied)
+    assert not lacks_defaults(spec, requests={}, limits={})
 
 
 # --------------------------------------------------------------------------- bad input

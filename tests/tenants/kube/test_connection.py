@@ -165,7 +165,8 @@ def _fixture_pods() -> list[dict[str, Any]]:
             job = spec.get("jobTemplate") if isinstance(spec, dict) else None
             if isinstance(job, dict):
                 template = job["spec"].get("template")
-            if isinstance(template, dict):
+            # A ScheduledSparkApplication's spec.template is an application, not a pod.
+            if isinstance(template, dict) and isinstance(template.get("spec"), dict):
                 pods.append({"kind": "Pod", "apiVersion": "v1", **template})
     for path in sorted((_FIXTURES / "reviews").glob("*.json")):
         request = orjson.loads(path.read_bytes())["request"]

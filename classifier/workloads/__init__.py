@@ -1,0 +1,32 @@
+"""Workload resources whose pods are not plain pod templates, built the way their operators do.
+
+Most workloads hold a pod template that :mod:`classifier.templates` finds by its shape. Some
+describe their pods otherwise (Argo Workflows' ``templates[].container``, a SparkApplication's
+``driver``/``executor`` fields, Tekton's steps), or their operator adds containers, labels
+and owners the template does not show (Knative's queue-proxy, Argo Rollouts' ReplicaSets).
+Each handler here takes one manifest and yields ``(path, pod)`` for every distinct pod its
+operator would create, with the labels, owners and containers that operator gives it.
+
+``HANDLERS`` maps ``(API group, kind)`` to its handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from classifier.workloads import argo, knative, rollouts, spark, tekton
+from classifier.workloads.pods import Handler
+
+HANDLERS: Mapping[tuple[str, str], Handler] = {
+    ("argoproj.io", "Workflow"): argo.workflow_pods,
+    ("argoproj.io", "WorkflowTemplate"): argo.workflow_template_pods,
+    ("argoproj.io", "ClusterWorkflowTemplate"): argo.workflow_template_pods,
+    ("argoproj.io", "CronWorkflow"): argo.cron_workflow_pods,
+    ("argoproj.io", "Rollout"): rollouts.rollout_pods,
+    ("sparkoperator.k8s.io", "SparkApplication"): spark.spark_application_pods,
+    ("sparkoperator.k8s.io", "ScheduledSparkApplication"): spark.scheduled_spark_application_pods,
+    ("tekton.dev", "TaskRun"): tekton.task_run_pods,
+    ("serving.knative.dev", "Service"): knative.service_pods,
+}
+
+__all__ = ["HANDLERS", "Handler"]
