@@ -19,6 +19,7 @@ from typing import Any
 
 from devapi import meta
 from devapi.errors import APIError
+from devapi.events import NORMAL, WARNING
 from devapi.resources import PODS
 from devapi.types import JSONObject
 from devapi.workloads.kinds import JOBS
@@ -121,7 +122,14 @@ class JobController:
                         )
                 elif missing < 0:
                     await self.client.delete_pods(job, active[:-missing])
+        newly_finished = outcome is not None and finished_condition(job) is None
         await self._update_status(namespace, name, succeeded, failed, outcome)
+        if newly_finished and outcome == "Complete":
+            await self.client.events.record(job, NORMAL, "Completed", "Job completed")
+        elif newly_finished:
+            await self.client.events.record(
+                job, WARNING, BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE
+            )
         if failure is not None:
             raise SyncFailed(failure)
         return requeue

@@ -342,12 +342,16 @@ def test_a_job_runs_its_completions_and_completes(
         return status is not None and bool(status.conditions) and status.succeeded == 3
 
     eventually(complete, "the job to complete")
+    eventually(lambda: any(e.reason == "Completed" for e in cluster.events("batch")), "its event")
     status = cluster.batch.read_namespaced_job("batch", "default").status
     assert [(c.type, c.status, c.reason) for c in status.conditions] == [
         ("SuccessCriteriaMet", "True", "CompletionsReached"),
         ("Complete", "True", "CompletionsReached"),
     ]
     assert status.completion_time is not None
+    assert [e.message for e in cluster.events("batch") if e.reason == "Completed"] == [
+        "Job completed"
+    ]
     pods = cluster.pods(f"batch.kubernetes.io/controller-uid={uid}")
     assert len(pods) == 3
     for pod in pods:
@@ -381,6 +385,14 @@ def test_a_job_fails_past_its_backoff_limit(
         "BackoffLimitExceeded",
         "Job has reached the specified backoff limit",
     )
+    eventually(
+        lambda: any(e.reason == "BackoffLimitExceeded" for e in cluster.events("batch")),
+        "its event",
+    )
+    warnings = [e for e in cluster.events("batch") if e.reason == "BackoffLimitExceeded"]
+    assert [(e.type, e.message) for e in warnings] == [
+        ("Warning", "Job has reached the specified backoff limit")
+    ]
 
 
 def test_a_job_template_needs_a_restart_policy_that_ends(
