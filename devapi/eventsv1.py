@@ -48,7 +48,7 @@ FIELD_LABELS = {
     "reason": "reason",
     "type": "type",
     "reportingController": "reportingComponent",
-    "deprecatedSource": "source",
+    "source": "source",  # EventToSelectableFields keeps the legacy label
     **{
         f"regarding.{part}": f"involvedObject.{part}"
         for part in (
