@@ -109,18 +109,19 @@ def test_an_event_about_another_namespace_is_invalid(core: Api) -> None:
 
 def test_events_can_be_watched(core: Api) -> None:
     seen: list[str] = []
-    started = threading.Event()
+    # From the list's resourceVersion: whenever the watch connects, it replays what came after.
+    since = core.list_namespaced_event("default").metadata.resource_version
 
     def follow() -> None:
-        started.set()
-        for item in watch_events(core.list_namespaced_event, "default", timeout_seconds=30):
+        for item in watch_events(
+            core.list_namespaced_event, "default", resource_version=since, timeout_seconds=30
+        ):
             seen.append(f"{item['type']} {item['object'].metadata.name}")
             if len(seen) == 2:
                 return
 
     follower = threading.Thread(target=follow)
     follower.start()
-    started.wait(10)
     involved = {"kind": "Pod", "namespace": "default", "name": "web"}
     core.create_namespaced_event("default", event("web.1", involved))
     core.patch_namespaced_event("web.1", "default", {"count": 2})
@@ -285,17 +286,17 @@ def test_an_events_k8s_io_event_needs_its_time(devapi: DevAPIServer) -> None:
 def test_events_k8s_io_events_can_be_watched(api_client: Api) -> None:
     events: Api = client.EventsV1Api(api_client)
     seen: list[str] = []
-    started = threading.Event()
+    since = events.list_namespaced_event("default").metadata.resource_version
 
     def follow() -> None:
-        started.set()
-        for item in watch_events(events.list_namespaced_event, "default", timeout_seconds=30):
+        for item in watch_events(
+            events.list_namespaced_event, "default", resource_version=since, timeout_seconds=30
+        ):
             seen.append(f"{item['type']} {item['object'].note}")
             return
 
     follower = threading.Thread(target=follow)
     follower.start()
-    started.wait(10)
     events.create_namespaced_event(
         "default", new_event("web.q", {"kind": "Pod", "namespace": "default", "name": "web"})
     )
