@@ -891,7 +891,17 @@ class Registry:
                 raise
 
     async def run_controllers(self) -> None:
-        await asyncio.gather(self._reconcile_loop(), *(loop() for loop in self.background))
+        await asyncio.gather(
+            self._reconcile_loop(), *(self._logged(loop) for loop in self.background)
+        )
+
+    @staticmethod
+    async def _logged(loop: Callable[[], Awaitable[None]]) -> None:
+        """A background loop that fails is logged; the others go on."""
+        try:
+            await loop()
+        except Exception:
+            logger.exception("background loop %s stopped", getattr(loop, "__qualname__", loop))
 
     async def _reconcile_loop(self) -> None:
         while True:
