@@ -482,3 +482,54 @@ def test_workloads_in_manifests_are_not_loaded_at_start(tmp_path: Path) -> None:
     (tmp_path / "web.yaml").write_text(yaml.safe_dump(deployment()))
     with DevAPIServer(manifests=[tmp_path / "web.yaml"]) as server:
         assert server.store.count(("apps", "deployments")) == 0
+
+
+@pytest.mark.parametrize(("policy", "names"), [("Forbid", 1), ("Replace", 1), ("Allow", 2)])
+def test_a_cron_job_honours_its_concurrency_policy(
+    cluster_factory: Callable[[WorkloadSettings], Cluster], policy: str, names: int
+) -> None:
+    """syncCronJob: with a Job still running, Forbid skips the next time, Replace deletes the
+    running Job for a new one, Allow runs both."""
+    slot = (int(time.time() // 300) + 1) * 300
+    now = [slot - 1.0]
+    cluster = cluster_factory(WorkloadSettings(clock=lambda: now[0]))
+    cluster.batch.create_namespaced_cron_job(
+        "default",
+        {
+            "metadata": {"name": "tick"},
+            "spec": {
+                "schedule": "*/5 * * * *",
+                "concurrencyPolicy": policy,
+                "jobTemplate": {"spec": job()["spec"]},
+            },
+        },
+    )
+
+    def jobs() -> list[str]:
+        items = cluster.batch.list_namespaced_job("default").items
+        return sorted(j.metadata.name for j in items if j.metadata.deletion_timestamp is None)
+
+    now[0] = slot + 1
+    eventually(lambda: jobs() == [f"tick-{slot // 60}"], "the first job")
+    now[0] = slot + 301  # the next time, the first Job still running (no pods run here)
+    expected = {
+        "Forbid": [f"tick-{slot // 60}"],
+        "Replace": [f"tick-{(slot + 300) // 60}"],
+        "Allow": [f"tick-{slot // 60}", f"tick-{(slot + 300) // 60}"],
+    }[policy]
+    eventually(lambda: jobs() == expected, f"{policy}: {expected}")
+    time.sleep(1)  # several more passes change nothing
+    assert jobs() == expected
+    assert len(expected) == names
+
+
+def test_deleting_a_job_collects_its_pods(
+    cluster_factory: Callable[[WorkloadSettings], Cluster],
+) -> None:
+    """The garbage collector, Background propagation: dependents go once the owner is gone."""
+    cluster = cluster_factory(WorkloadSettings())
+    created = cluster.batch.create_namespaced_job("default", job(parallelism=2, completions=2))
+    selector = f"batch.kubernetes.io/controller-uid={created.metadata.uid}"
+    eventually(lambda: len(cluster.pods(selector)) == 2, "2 pods")
+    cluster.batch.delete_namespaced_job("batch", "default", propagation_policy="Background")
+    eventually(lambda: not cluster.pods(selector), "the pods collected")
