@@ -141,6 +141,10 @@ class Registry:
         self._strategy_factories = dict(strategies or {})
         # More background loops (the simulated controllers), run next to run_controllers'.
         self.background: list[Callable[[], Awaitable[None]]] = []
+        # The finalizers a deletion's propagation policy gives an object (garbage collector).
+        self.deletion_finalizers: (
+            Callable[[ResourceType, DeleteOptions, list[str]], list[str]] | None
+        ) = None
         self._webhooks: _ParsedWebhooks | None = None
         self.chain = chain_factory(self)
 
@@ -744,6 +748,14 @@ class Registry:
         strategy = self.strategy(rt)
         metadata = existing["metadata"]
         namespace, name = str(metadata.get("namespace") or ""), str(metadata["name"])
+        if self.deletion_finalizers is not None and not metadata.get("deletionTimestamp"):
+            # The garbage collector's orphan / foregroundDeletion finalizers for the policy.
+            current = list(metadata.get("finalizers") or [])
+            wanted = self.deletion_finalizers(rt, options, current)
+            if wanted != current:
+                existing = clone(existing)
+                existing["metadata"]["finalizers"] = wanted
+                metadata = existing["metadata"]
         finalizers = list(metadata.get("finalizers") or [])
         if rt.key == NAMESPACES.key:
             finalizers += list((existing.get("spec") or {}).get("finalizers") or [])

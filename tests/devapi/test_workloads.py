@@ -533,3 +533,33 @@ def test_deleting_a_job_collects_its_pods(
     eventually(lambda: len(cluster.pods(selector)) == 2, "2 pods")
     cluster.batch.delete_namespaced_job("batch", "default", propagation_policy="Background")
     eventually(lambda: not cluster.pods(selector), "the pods collected")
+
+
+@pytest.mark.parametrize("policy", ["Orphan", "Foreground"])
+def test_deletion_propagation_orphans_or_waits_for_dependents(
+    cluster_factory: Callable[[WorkloadSettings], Cluster], policy: str
+) -> None:
+    """deletionFinalizersForGarbageCollection: Orphan keeps the dependents without their owner
+    reference; Foreground deletes them before the owner."""
+    cluster = cluster_factory(WorkloadSettings())
+    cluster.apps.create_namespaced_deployment("default", deployment(replicas=2))
+    eventually(lambda: len(cluster.pods("app=web")) == 2, "2 pods")
+    cluster.apps.delete_namespaced_deployment("web", "default", propagation_policy=policy)
+
+    def gone() -> bool:
+        try:
+            cluster.apps.read_namespaced_deployment("web", "default")
+        except client.ApiException as err:
+            return bool(err.status == 404)
+        return False
+
+    eventually(gone, "the deployment deleted")
+    sets = cluster.apps.list_namespaced_replica_set("default").items
+    if policy == "Orphan":
+        (rs,) = sets
+        assert rs.metadata.owner_references is None
+        time.sleep(1)  # the collector leaves the orphan alone
+        assert len(cluster.apps.list_namespaced_replica_set("default").items) == 1
+        assert len(cluster.pods("app=web")) == 2
+    else:
+        assert sets == []
