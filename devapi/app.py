@@ -26,9 +26,8 @@ from starlette.routing import Route
 from devapi import discovery, errors, impersonation, tables
 from devapi.admission import UserInfo
 from devapi.errors import APIError
-from devapi.events import EVENTS
+from devapi.events import EVENTS, EVENTS_V1
 from devapi.eventsv1 import (
-    EVENTS_V1,
     convert_field_selector,
     from_v1,
     require_event_time,

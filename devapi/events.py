@@ -15,6 +15,7 @@ deleted: the real server's one-hour TTL is not simulated.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,7 @@ from typing import Any
 
 from devapi import errors, meta, tables
 from devapi.errors import APIError, FieldError
-from devapi.eventsv1 import EVENTS_V1, FIELD_LABELS
+from devapi.eventsv1 import FIELD_LABELS
 from devapi.resources import ResourceType
 from devapi.strategies import Strategy
 from devapi.types import JSONObject
@@ -298,5 +299,9 @@ class EventRecorder:
             )
 
 
+# events.k8s.io/v1: the same objects (devapi.eventsv1 converts them), its own field labels.
+EVENTS_V1 = dataclasses.replace(
+    EVENTS, group="events.k8s.io", field_labels=frozenset(FIELD_LABELS), columns=None
+)
 EVENT_TYPES = (EVENTS, EVENTS_V1)
 EVENT_STRATEGIES = {EVENTS.key: EventStrategy}

@@ -15,7 +15,6 @@ from typing import Any
 
 from devapi import errors
 from devapi.errors import APIError
-from devapi.resources import ResourceType
 from devapi.selectors import FieldRequirement, FieldSelector
 from devapi.types import JSONObject
 
@@ -62,18 +61,6 @@ FIELD_LABELS = {
         )
     },
 }
-
-EVENTS_V1 = ResourceType(
-    group="events.k8s.io",
-    plural="events",
-    singular="event",
-    kind="Event",
-    namespaced=True,
-    versions=("v1",),
-    storage_version="v1",
-    short_names=("ev",),
-    field_labels=frozenset(FIELD_LABELS),
-)
 
 
 def to_v1(event: JSONObject) -> JSONObject:
