@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+TOOLS  := $(VENV)/.tools-installed
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+# The image the Deployment in deploy/webhooks names.
+IMAGE  ?= ghcr.io/tenantgate/tenantgate:$(VERSION)
 
-.PHONY: help install run test check format lint typecheck contracts bench bench-quick manifests clean
+.PHONY: help install run test check format lint typecheck contracts bench bench-quick manifests image image-test devapi-schema clean
 
 help:
 	@echo "make run         install and start the webhook on the embedded defaults (https://localhost:8443)"
@@ -13,7 +17,10 @@ help:
 	@echo "make format      rewrite files with ruff format"
 	@echo "make bench       full benchmark run (writes bench/results/latest.json)"
 	@echo "make bench-quick benchmark run under two minutes"
-	@echo "make manifests  refresh the config copy in deploy/webhooks from examples/tenantgate.yaml"
+	@echo "make manifests   refresh the config copy in deploy/webhooks from examples/tenantgate.yaml"
+	@echo "make image       build the container image $(IMAGE) with buildah (root)"
+	@echo "make image-test  build the image, then run its --version and a serve smoke test (root)"
+	@echo "make devapi-schema rebuild devapi/schemas/kubernetes.json from kubernetes-validate"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +31,12 @@ $(STAMP): $(BIN)/python pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-install: $(STAMP)
+# promtool for the alert rule tests (scripts/install-tools.sh: with root and apt only).
+$(TOOLS): scripts/install-tools.sh | $(BIN)/python
+	scripts/install-tools.sh
+	touch $(TOOLS)
+
+install: $(STAMP) $(TOOLS)
 
 run: install
 	$(BIN)/tenantgate serve
@@ -54,10 +66,19 @@ bench: install
 bench-quick: install
 	$(BIN)/python -m bench --quick
 
+devapi-schema: install
+	$(BIN)/python -m devapi.schemabuild
+
 manifests:
 	cp examples/tenantgate.yaml deploy/webhooks/tenantgate.yaml
 	sed 's/^  backend: memory.*$$/  backend: kubernetes  # replicas share TenantLedger objects (deploy\/webhooks\/overlays\/ha)/' \
 	    deploy/webhooks/tenantgate.yaml > deploy/webhooks/overlays/ha/tenantgate.yaml
+
+image: install
+	IMAGE=$(IMAGE) PYTHON=$(abspath $(BIN)/python) scripts/image.sh build
+
+image-test: install
+	IMAGE=$(IMAGE) PYTHON=$(abspath $(BIN)/python) scripts/image.sh test
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -24,6 +24,7 @@ from admission.health import Readiness, health_routes
 from admission.metrics import Metrics, endpoint_label, metrics_route
 from admission.patch import PatchError, encode_patch, make_json_patch
 from admission.reviews import (
+    NESTED_TOO_DEEPLY,
     ObjectView,
     Review,
     ReviewError,
@@ -55,7 +56,8 @@ def create_app(
     """The webhook app: ``POST /mutate``, ``POST /validate``, ``GET /healthz|/readyz|/metrics``.
 
     ``clock`` gives the ``now`` (Unix seconds) handed to the admitter. Request bodies over
-    ``settings.max_body_bytes`` are refused with 413 before any handler runs.
+    ``settings.max_body_bytes`` are refused with 413, and bodies not received within
+    ``settings.body_timeout_seconds`` with 408, before any handler runs.
     """
 
     def count_refused(scope: Scope, status: int, reason: str) -> None:
@@ -72,7 +74,10 @@ def create_app(
     ]
     middleware = [
         Middleware(
-            BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, on_reject=count_refused
+            BodyLimitMiddleware,
+            max_body_bytes=settings.max_body_bytes,
+            body_timeout=settings.body_timeout_seconds,
+            on_reject=count_refused,
         ),
         Middleware(ReviewRoutes, handlers={"/mutate": mutate, "/validate": validate}),
     ]
@@ -166,6 +171,11 @@ class ReviewHandler:
             review = decode_review(body, objects=self._objects)
         except ReviewError as exc:
             return self._refuse(client, exc.status_code, exc.reason, exc.category)
+        except Exception as exc:
+            # The decoders turn every malformed body into a ReviewError; anything else that
+            # escapes them is still about the body, never worth a 500 and a closed connection.
+            reason = f"malformed AdmissionReview: {type(exc).__name__}"
+            return self._refuse(client, 400, reason, "undecodable")
 
         # The admitter runs on the event loop, never in a thread pool: its ledger store decides
         # how a check and its booking stay one step (the in-memory store never suspends between
@@ -177,6 +187,9 @@ class ReviewHandler:
             payload = encode_response(
                 api_version=review.api_version, uid=uid, verdict=verdict, patch=patch
             )
+        except RecursionError:
+            # Only a hostile object nests deep enough for the walk over it to run out of stack.
+            return self._refuse(client, 400, NESTED_TOO_DEEPLY, "too_deep")
         except LedgerUnavailable as exc:
             # Only /mutate lets it through (/validate denies): failing the call lets the API
             # server apply the webhook's failurePolicy (Ignore: the pod goes on to /validate).
@@ -196,6 +209,7 @@ class ReviewHandler:
             allowed=verdict.allowed,
             dry_run=review.request.dry_run,
         )
+        self._metrics.observe_decision(self.endpoint, review.request, verdict)
         self._log(review, verdict, patched=patch is not None, started=started)
         return 200, payload, _JSON_CONTENT_TYPE
 

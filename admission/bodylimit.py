@@ -1,4 +1,5 @@
-"""Pure ASGI middleware that refuses request bodies over a size limit before the app runs.
+"""Pure ASGI middleware that reads a request body whole, within a size limit and a deadline,
+before the app runs.
 
 A declared ``Content-Length`` over the limit is refused without reading a byte; a chunked body is
 read only until it crosses the limit. The accepted body is buffered once and replayed to the app,
@@ -8,10 +9,15 @@ The refusal deliberately does not say ``Connection: close``: closing a socket wi
 makes the kernel reset it, and a client still sending its body then loses the 413. The server
 (uvicorn) instead discards the rest of the body as it arrives, without buffering it, and the
 connection stays usable.
+
+A body that does not arrive whole within ``body_timeout`` seconds of the request head (a client
+that stalls after a few bytes) gets a 408 that closes the connection: nothing more is coming
+on it to be discarded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -25,12 +31,18 @@ RejectHook = Callable[[Scope, int, str], None]
 
 class BodyLimitMiddleware:
     def __init__(
-        self, app: ASGIApp, *, max_body_bytes: int, on_reject: RejectHook | None = None
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        body_timeout: float | None = None,
+        on_reject: RejectHook | None = None,
     ) -> None:
         if max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
         self.on_reject = on_reject
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -47,22 +59,38 @@ class BodyLimitMiddleware:
             return
 
         chunks: list[bytes] = []
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                complete = await self._read(scope, receive, send, chunks)
+        except TimeoutError:
+            await self._reject(
+                scope,
+                send,
+                408,
+                f"request body not received within {self.body_timeout:g}s",
+                "body_timeout",
+                close=True,
+            )
+            return
+        if complete:
+            await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send, chunks: list[bytes]) -> bool:
+        """Read the body into ``chunks``; False when it was refused or the client left."""
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return  # nobody is left to answer
+                return False  # nobody is left to answer
             chunk: bytes = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
                 await self._reject_too_large(scope, send)
-                return
+                return False
             if chunk:
                 chunks.append(chunk)
             if not message.get("more_body", False):
-                break
-
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+                return True
 
     async def _reject_too_large(self, scope: Scope, send: Send) -> None:
         await self._reject(
@@ -73,21 +101,27 @@ class BodyLimitMiddleware:
             "body_too_large",
         )
 
-    async def _reject(self, scope: Scope, send: Send, status: int, reason: str, label: str) -> None:
+    async def _reject(
+        self,
+        scope: Scope,
+        send: Send,
+        status: int,
+        reason: str,
+        label: str,
+        *,
+        close: bool = False,
+    ) -> None:
         logger.warning("refused %s %s: %s", scope.get("method", ""), scope.get("path", ""), reason)
         if self.on_reject is not None:
             self.on_reject(scope, status, label)
         body = reason.encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from admission import commands
+from admission.version import package_version
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tenantgate",
         description="Kubernetes admission webhook: workload profiles and tenant quotas.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):

@@ -36,6 +36,8 @@ PATCH_TYPE: Final = "JSONPatch"
 
 _MISSING: Final = object()
 
+NESTED_TOO_DEEPLY: Final = "malformed JSON: nested too deeply"
+
 # Long enough for any field path and pydantic message, short enough for one log line.
 _MAX_REASON_CHARS: Final = 300
 
@@ -134,8 +136,14 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     """
     try:
         wire = _WIRE_DECODERS[objects].decode(body)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, UnicodeDecodeError):
+        # msgspec reports invalid UTF-8 inside a string as UnicodeDecodeError, not as one of its
+        # errors: the full decoder says what is wrong.
         wire = None
+    except RecursionError:
+        # Nesting deeper than the stack allows (about a thousand levels; a pod has about ten):
+        # refused here, not by orjson's own limit, so nothing later walks such an object.
+        raise ReviewError(400, NESTED_TOO_DEEPLY, category="too_deep") from None
     if wire is not None:
         review = _wire_review(wire)
         if review is not None:
@@ -148,7 +156,11 @@ def _decode_document(body: bytes) -> Review:
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        # orjson refuses invalid UTF-8 and nesting deeper than 1024 levels with this error too.
         raise ReviewError(400, f"malformed JSON: {exc}", category="malformed_json") from None
+    except RecursionError:
+        # orjson's own limit is 1024 levels; a caller deep in the stack reaches Python's first.
+        raise ReviewError(400, NESTED_TOO_DEEPLY, category="too_deep") from None
     if not isinstance(document, dict):
         raise ReviewError(
             400,

@@ -12,8 +12,8 @@ The runtime owns the process's state and its background work:
   whose priority classes replace the config's values (a class the config names that the
   cluster lacks is reported in ``/readyz`` and makes tenantgate deny, with a clear message, a pod
   it would give that class: the API server would reject it with a cryptic one);
-* readiness (config, certs, cluster), metrics, ``/status``, and the periodic reservation
-  expiry, full recount and certificate check.
+* readiness (config, cluster; the server adds certs), metrics, ``/status``, and the periodic
+  reservation expiry and full recount.
 
 Every ledger change happens on the event-loop thread: admission awaits the ledger store there
 and the watch threads hand their events over with ``call_soon_threadsafe``.
@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,6 +37,7 @@ from starlette.applications import Starlette
 
 import certs
 from admission.app import create_app, create_metrics_app
+from admission.configreload import ConfigRejected, read_policy
 from admission.health import Check, Readiness
 from admission.metrics import Metrics
 from admission.server import ServeError
@@ -46,7 +46,7 @@ from admission.status import StatusCollector, StatusSources, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
 from tenants.config import Policy, PolicyError
-from tenants.configfile import ConfigError, load, load_policy
+from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
@@ -68,7 +68,6 @@ from tenants.verdicts import AdmissionInput, Verdict
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONFIG: Final = Path(__file__).resolve().parent / "defaults" / "tenantgate.yaml"
-_CERTS_RETRY_SECONDS: Final = 1.0
 _SYNC_POLL_SECONDS: Final = 0.5
 _SHARED_RESOURCES: Final[tuple[Resource, ...]] = ("namespaces", "priorityclasses")
 
@@ -111,7 +110,6 @@ class Timings:
     config_poll_seconds: float = 2.0
     sweep_seconds: float = 5.0
     recount_seconds: float = 300.0
-    cert_check_seconds: float = 30.0
     watch_timeout_seconds: int = 300
     # Leader election of the kubernetes ledger backend (client-go's usual 15 s / 10 s / 2 s).
     lease_duration_seconds: float = 15.0
@@ -220,7 +218,8 @@ class ClusterGuard:
         return Verdict.deny(
             f"priority class {written} (tier {tier} of tenant {tenant}) does not exist in the "
             "cluster; ask the platform team to create it (deploy/webhooks/) or to fix the "
-            "tenantgate config"
+            "tenantgate config",
+            cause="priority_class",
         )
 
     async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
@@ -245,6 +244,7 @@ class ClusterGuard:
             "retry in a few seconds",
             code=503,
             reason="ServiceUnavailable",
+            cause="ledger_unavailable",
         )
 
 
@@ -272,18 +272,6 @@ async def recount(controller: LedgerController, *, clock: Callable[[], float]) -
 
 def _count(problems: int) -> str:
     return f"{problems} problem{'' if problems == 1 else 's'}"
-
-
-def _read_policy(path: Path) -> Policy:
-    """The compiled policy of the config file (:class:`ConfigError` when it is not usable).
-
-    Validating a large config allocates many times what the policy keeps (the validated config
-    is freed here, once compiled); what it frees is given back to the OS right away.
-    """
-    try:
-        return load_policy(path)
-    finally:
-        release_free_memory()
 
 
 def _fingerprint(path: Path) -> str | None:
@@ -387,7 +375,8 @@ class Runtime:
         self.readiness.add_probe("cluster", self._cluster_check)
         if self.elector is not None:
             self.readiness.add_probe("ledger", self._ledger_check)
-        self.metrics = Metrics()
+        self.metrics = Metrics(tenant_of=self.controller.tenant_of)
+        self.metrics.watch_readiness(self.readiness)
         sources = StatusSources(
             policy=lambda: self.admitter.policy,
             ledgers=self.ledger.snapshot,
@@ -431,6 +420,10 @@ class Runtime:
     def config_file(self) -> str:
         """The config file serving (as given, or the embedded default's path)."""
         return self._file
+
+    def certificate_loaded(self, certificate: certs.CertificateInfo) -> None:
+        """The server serves ``certificate`` from now on (``serve`` calls this on each load)."""
+        self.metrics.observe_certificate(not_after=certificate.not_after)
 
     def synced(self) -> bool:
         """Whether the ledger reflects the cluster (always true offline: nothing to sync)."""
@@ -520,7 +513,6 @@ class Runtime:
                 self.target.source,
                 extra={"mode": "offline"},
             )
-        self._spawn(self._certificate_loop(), "certificates")
         if self.elector is not None and self.duties is not None:
             # Sweep, recount and the pod watch run on the lease holder only.
             self._spawn(self.elector.run(self.duties.run), "leader-election")
@@ -576,18 +568,6 @@ class Runtime:
             if self.synced():
                 await recount(self.controller, clock=self._clock)
 
-    async def _certificate_loop(self) -> None:
-        directory = self.settings.cert_dir
-        while True:
-            found = await asyncio.to_thread(certs.problems, directory, now=datetime.now(UTC))
-            if found:
-                self.readiness.mark_failed("certs", "; ".join(found))
-                # The server creates missing material as it starts: look again soon.
-                await asyncio.sleep(min(_CERTS_RETRY_SECONDS, self.timings.cert_check_seconds))
-            else:
-                self.readiness.mark_ok("certs", f"serving material in {directory} is valid")
-                await asyncio.sleep(self.timings.cert_check_seconds)
-
     async def _config_loop(self) -> None:
         path = self._config_path
         while True:
@@ -597,9 +577,13 @@ class Runtime:
                 continue
             self._fingerprint = fingerprint
             try:
-                # The policy only: the validated config is freed as soon as it is compiled.
-                policy = await asyncio.to_thread(_read_policy, path)
-            except ConfigError as exc:
+                # Off the event loop, in a child process (see admission.configreload).
+                policy = await read_policy(
+                    path,
+                    max_bytes=self.settings.max_config_bytes,
+                    max_problems=self.settings.max_config_problems,
+                )
+            except ConfigRejected as exc:
                 self._reject_config(exc)
                 continue
             except Exception:
@@ -617,17 +601,18 @@ class Runtime:
             await self._recompile(reason="config reloaded")
             self.readiness.mark_ok("config", self._config_detail())
 
-    def _reject_config(self, exc: ConfigError) -> None:
+    def _reject_config(self, exc: ConfigRejected) -> None:
         self.config_reload_failures += 1
-        problems = [str(problem) for problem in exc.problems]
-        for problem in problems:
+        for problem in exc.problems:
             logger.error("config rejected: %s", problem)
-        self.config_error = f"{_count(len(problems))}: {problems[0]}" if problems else str(exc)
+        if exc.omitted:
+            logger.error("config rejected: ... and %d more problems", exc.omitted)
+        self.config_error = f"{_count(exc.count)}: {exc}"
         logger.error(
             "config %s rejected (%s); keeping the last good config",
             self._config_path,
-            _count(len(problems)),
-            extra={"problems": len(problems)},
+            _count(exc.count),
+            extra={"problems": exc.count},
         )
         # Still ready: the last good config keeps serving; the detail says what is wrong.
         self.readiness.mark_ok(
@@ -694,11 +679,16 @@ def build_runtime(
     """
     path = settings.config if settings.config is not None else DEFAULT_CONFIG
     try:
-        loaded = load(path)
+        loaded = load(
+            path, max_bytes=settings.max_config_bytes, max_problems=settings.max_config_problems
+        )
     except ConfigError as exc:
         for problem in exc.problems:
             logger.error("config: %s", problem)
-        raise ServeError(f"config {path} is invalid ({_count(len(exc.problems))})") from None
+        if exc.omitted:
+            logger.error("config: ... and %d more problems", exc.omitted)
+        count = len(exc.problems) + exc.omitted
+        raise ServeError(f"config {path} is invalid ({_count(count)})") from None
     target = resolve_target(
         kubeconfig=settings.kubeconfig, offline=settings.offline, environ=environ
     )

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from certs.files import CertError, read_bytes
-from certs.validity import CertificateInfo
+from certs.files import CertError, read_bytes, read_certificates, read_private_key, same_public_key
+from certs.validity import REJECTION_REASONS, CertificateInfo, Rejection, check_serving
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +27,13 @@ logger = logging.getLogger(__name__)
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 FileStamp = tuple[tuple[int, int, int, int], ...]
+
+
+_Pair = tuple[list[x509.Certificate], PrivateKeyTypes]
+
+
+class _KeyMismatch(CertError):
+    """The key file does not hold the certificate's private key (a rotation half written)."""
 
 
 def server_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
@@ -55,11 +65,31 @@ class ReloadingServerContext:
     Call :meth:`reload_if_changed` periodically (it only stats the files when nothing
     changed). Files are compared by device, inode, size and mtime after following symlinks,
     which catches both in-place rewrites and the ``..data`` symlink swap of a mounted Secret.
+
+    A new pair replaces the served one only when clients could verify it
+    (:func:`~certs.validity.check_serving`): its key matches, it is within its validity, it
+    chains to the CA clients were given (``ca_file`` as it was at the last good load, or as it
+    is now when rotated together) and it covers ``names`` (by default, the names of the
+    certificate served at start). Otherwise the last good certificate keeps being served,
+    :attr:`problem` says why, :attr:`stale` is true and :attr:`rejections` counts it by reason.
     """
 
-    def __init__(self, cert_file: Path, key_file: Path) -> None:
+    def __init__(
+        self,
+        cert_file: Path,
+        key_file: Path,
+        *,
+        ca_file: Path | None = None,
+        names: Sequence[str] = (),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._cert_file = cert_file
         self._key_file = key_file
+        self._ca_file = ca_file
+        self._clock = clock
+        self.rejections: dict[str, int] = dict.fromkeys(REJECTION_REASONS, 0)
+        self.problem: str | None = None
+        self._trusted = self._read_ca()
         try:
             self._stamp = self._read_stamp()
         except OSError as exc:
@@ -71,7 +101,9 @@ class ReloadingServerContext:
                 break
         if loaded is None:
             raise CertError(f"{cert_file} keeps changing while being loaded")
-        self._current, self._certificate = loaded
+        self._current, self._certificate, _ = loaded
+        served = self._certificate
+        self.names: tuple[str, ...] = tuple(names) or (*served.dns_names, *served.ip_addresses)
         self._failed_stamp: FileStamp | None = None
         self._last_warning: str | None = None
         self.context = self._current
@@ -81,6 +113,11 @@ class ReloadingServerContext:
     def certificate(self) -> CertificateInfo:
         """The certificate new connections are given."""
         return self._certificate
+
+    @property
+    def stale(self) -> bool:
+        """Whether the files hold something else than the certificate served (refused)."""
+        return self.problem is not None
 
     def reload_if_changed(self) -> bool:
         """Load the files when they changed and are a valid pair; True when a new cert is live.
@@ -98,14 +135,32 @@ class ReloadingServerContext:
             return False
         try:
             loaded = self._load()
+        except _KeyMismatch as exc:
+            self._refuse(stamp, Rejection("key_mismatch", str(exc)))
+            return False
         except CertError as exc:
-            self._failed_stamp = stamp
-            self._warn_once(str(exc))
+            self._refuse(stamp, Rejection("unreadable", str(exc)))
             return False
         if loaded is None:
             return False  # changed while loading: the stamp differs again next time
-        context, certificate = loaded
+        context, certificate, (chain, key) = loaded
+        if certificate.sha256 != self._certificate.sha256:
+            candidate_ca = self._read_ca()
+            rejection = check_serving(
+                chain,
+                key,
+                trusted=[self._trusted, candidate_ca],
+                names=self.names,
+                now=self._clock(),
+            )
+            if rejection is not None:
+                message = f"{self._cert_file}: {rejection.message}"
+                self._refuse(stamp, Rejection(rejection.reason, message))
+                return False
+            if candidate_ca:
+                self._trusted = candidate_ca
         self._stamp, self._failed_stamp, self._last_warning = stamp, None, None
+        self.problem = None
         if certificate.sha256 == self._certificate.sha256:
             return False  # rewritten or touched, same certificate
         self._current, self._certificate = context, certificate
@@ -119,21 +174,45 @@ class ReloadingServerContext:
         )
         return True
 
-    def _load(self) -> tuple[ssl.SSLContext, CertificateInfo] | None:
-        """A context for the files and the certificate it serves; None if they changed meanwhile.
+    def _load(self) -> tuple[ssl.SSLContext, CertificateInfo, _Pair] | None:
+        """A context for the files, the certificate it serves and the pair as read; None if
+        they changed meanwhile.
 
-        ``ssl`` only loads from paths, so the certificate is read before and after: when both
+        ``ssl`` only loads from paths, so the files are read before and after: when both
         reads agree, they describe what the context holds.
         """
-        before = read_bytes(self._cert_file)
-        context = server_context(self._cert_file, self._key_file)
-        if read_bytes(self._cert_file) != before:
-            return None
+        before = read_bytes(self._cert_file), read_bytes(self._key_file)
         try:
-            (leaf, *_) = x509.load_pem_x509_certificates(before)
+            chain = x509.load_pem_x509_certificates(before[0])
         except ValueError:
             raise CertError(f"{self._cert_file} does not hold a valid PEM certificate") from None
-        return context, CertificateInfo.of(leaf)
+        key = read_private_key(self._key_file)
+        if not same_public_key(chain[0], key):
+            raise _KeyMismatch(
+                f"{self._key_file} does not match the certificate in {self._cert_file}"
+            )
+        context = server_context(self._cert_file, self._key_file)
+        if (read_bytes(self._cert_file), read_bytes(self._key_file)) != before:
+            return None
+        return context, CertificateInfo.of(chain[0]), (chain, key)
+
+    def _read_ca(self) -> list[x509.Certificate]:
+        if self._ca_file is None:
+            return []
+        try:
+            return read_certificates(self._ca_file)
+        except CertError:
+            return []  # no CA file (a pair given without it) or not one: nothing to chain to
+
+    def _refuse(self, stamp: FileStamp, rejection: Rejection) -> None:
+        if rejection.reason != "not_yet_valid":
+            # Files that do not change stay refused; a certificate not valid yet may become so.
+            self._failed_stamp = stamp
+        message = rejection.message
+        if message != self.problem:
+            self.rejections[rejection.reason] = self.rejections.get(rejection.reason, 0) + 1
+        self.problem = message
+        self._warn_once(message)
 
     def _select(
         self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext

@@ -6,12 +6,15 @@ is usable now (key matches, within its validity, chains to ``ca.crt`` when there
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509 import verification
 
 from certs.files import (
@@ -143,3 +146,80 @@ def verify_chain(
     except verification.VerificationError as exc:
         return str(exc)
     return None
+
+
+REJECTION_REASONS = (
+    "unreadable",
+    "key_mismatch",
+    "not_yet_valid",
+    "expired",
+    "untrusted",
+    "wrong_names",
+)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a serving certificate must not replace the one served: a reason label and a message."""
+
+    reason: str  # one of REJECTION_REASONS
+    message: str
+
+
+def check_serving(
+    chain: list[x509.Certificate],
+    key: PrivateKeyTypes,
+    *,
+    trusted: Sequence[Sequence[x509.Certificate]],
+    names: Sequence[str],
+    now: datetime,
+) -> Rejection | None:
+    """Whether clients could verify ``chain`` (leaf first) served with ``key``, or why not.
+
+    The leaf must match the key, be within its validity at ``now``, verify against one of the
+    ``trusted`` CA bundles (any, when none is given) and cover every one of ``names`` (a DNS
+    name or an IP address).
+    """
+    leaf = chain[0]
+    if not same_public_key(leaf, key):
+        return Rejection("key_mismatch", "the private key does not match the certificate")
+    if now < leaf.not_valid_before_utc:
+        before = leaf.not_valid_before_utc.isoformat()
+        return Rejection("not_yet_valid", f"the certificate is not valid before {before}")
+    if now >= leaf.not_valid_after_utc:
+        after = leaf.not_valid_after_utc.isoformat()
+        return Rejection("expired", f"the certificate expired at {after}")
+    missing = [name for name in names if not covers(leaf, name)]
+    if missing:
+        return Rejection(
+            "wrong_names", f"the certificate does not cover {', '.join(sorted(missing))}"
+        )
+    bundles = [list(bundle) for bundle in trusted if bundle]
+    if bundles:
+        errors = [verify_chain(chain, bundle, now=now) for bundle in bundles]
+        if all(errors):
+            return Rejection(
+                "untrusted", f"the certificate does not verify against the CA: {errors[0]}"
+            )
+    return None
+
+
+def covers(certificate: x509.Certificate, name: str) -> bool:
+    """Whether a TLS client asking for ``name`` accepts ``certificate`` (RFC 6125 matching:
+    exact, case-insensitive DNS names, a wildcard for the leftmost label only, exact IPs)."""
+    dns_names, ips = san_names(certificate)
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        pass
+    else:
+        return address in ips
+    wanted = name.lower().rstrip(".")
+    for pattern in (n.lower().rstrip(".") for n in dns_names):
+        if pattern == wanted:
+            return True
+        if pattern.startswith("*.") and "." in wanted:
+            first, rest = wanted.split(".", 1)
+            if first and rest == pattern[2:]:
+                return True
+    return False

@@ -2,10 +2,13 @@
 
 Follows ``k8s.io/apiserver/pkg/admission/plugin/webhook/{mutating,validating}/dispatcher.go``:
 mutating webhooks are called one after another (configurations sorted by name, webhooks in
-order), each JSONPatch applied and defaults filled again; when a webhook changed the object,
-the in-tree plugins and the ``reinvocationPolicy: IfNeeded`` webhooks invoked before that change
-run once more. Validating webhooks are called concurrently; the first error in webhook order
-wins. Call failures obey ``failurePolicy``; denials carry the webhook's status and the real text.
+order), each JSONPatch applied, the patched pod decoded into the typed Pod (:mod:`devapi.typed`)
+and defaults filled again; when a webhook changed the object (semantic equality, not dict
+equality), the in-tree plugins and the ``reinvocationPolicy: IfNeeded`` webhooks invoked before
+that change run once more. Validating webhooks are called concurrently; the first failure to
+arrive wins. Each webhook gets the first AdmissionReview version it lists that the server
+speaks. Call failures obey ``failurePolicy``; denials carry the webhook's status and the real
+text.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from typing import Any
 
 import jsonpatch
 
-from devapi import errors
-from devapi.caller import CallError, WebhookCaller, new_request_uid
+from devapi import errors, typed
+from devapi.caller import CallError, WebhookCaller, new_request_uid, review_version
 from devapi.errors import APIError
 from devapi.store import clone
 from devapi.types import JSONObject
@@ -112,12 +115,14 @@ class AdmissionChain:
         equivalents: Equivalents,
         caller: WebhookCaller,
         in_tree: Sequence[InTreePlugin] = (),
+        in_tree_validators: Sequence[InTreePlugin] = (),
     ) -> None:
         self._webhooks = webhooks
         self._namespace_labels = namespace_labels
         self._equivalents = equivalents
         self._caller = caller
         self._in_tree = tuple(in_tree)
+        self._in_tree_validators = tuple(in_tree_validators)
 
     async def mutate(self, request: AdmissionRequest, *, defaulter: Defaulter) -> None:
         """Run the mutating phase; ``request.object`` ends as the admitted object."""
@@ -140,7 +145,7 @@ class AdmissionChain:
         reinvoke: bool,
         defaulter: Defaulter,
     ) -> None:
-        if reinvoke and request.object != state.last_output:
+        if reinvoke and not _same_object(request, request.object, state.last_output):
             # In-tree plugins changed the object on reinvocation: every eligible webhook reruns.
             state.require_reinvoking_previous()
         try:
@@ -180,8 +185,8 @@ class AdmissionChain:
             self._check_dry_run(hook, request)
         except APIError as err:
             return False, err
-        review = self._review(invocation, request)
         try:
+            review = self._review(invocation, request)
             response = await self._caller.call(hook, review)
         except CallError as err:
             return False, err
@@ -214,24 +219,43 @@ class AdmissionChain:
             return False, errors.internal_error(str(err))
         if not isinstance(patched, dict):
             return False, errors.internal_error("the patched object is not a JSON object")
-        changed = patched != versioned
+        type_name = _typed_kind(request)
+        if type_name is not None:
+            # callAttrMutatingHook: the patched JSON is decoded into the typed kind; a decoding
+            # error is NewInternalError(err), unknown fields are gone.
+            try:
+                patched = typed.decode(type_name, patched)
+            except typed.DecodeError as err:
+                return False, errors.internal_error(str(err))
+        changed = not _same_object(request, versioned, patched)
         patched = _from_version(patched, request)
         defaulter(patched)
         request.object = patched
         return changed, None
 
     async def validate(self, request: AdmissionRequest) -> None:
-        """Run the validating webhooks concurrently; raise the first failure in webhook order."""
+        """Run the validating webhooks concurrently; raise the first failure to arrive.
+
+        ``validating/dispatcher.go`` (``Dispatch``) calls every webhook in its own goroutine
+        and returns the first error read from the shared channel: whichever failed first,
+        not the first in webhook order. The calls still running are not cancelled.
+        """
+        # The in-tree validating plugins come first, in plugin order (plugins.go).
+        for plugin in self._in_tree_validators:
+            plugin(request)
         _, validating = self._webhooks()
         invocations = [inv for hook in validating if (inv := self._should_call(hook, request))]
         if not invocations:
             return
-        results = await asyncio.gather(
-            *(self._call_validating(inv, request) for inv in invocations)
-        )
-        for failure in results:
-            if failure is not None:
-                raise failure
+        tasks = [asyncio.ensure_future(self._call_validating(inv, request)) for inv in invocations]
+        try:
+            for finished in asyncio.as_completed(tasks):
+                failure = await finished
+                if failure is not None:
+                    raise failure
+        finally:
+            # The response waits for every call, as the dispatcher's WaitGroup does.
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _call_validating(
         self, invocation: Invocation, request: AdmissionRequest
@@ -316,7 +340,12 @@ class AdmissionChain:
         )
         body["dryRun"] = request.dry_run
         body["options"] = request.options
-        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": body}
+        version = review_version(invocation.webhook)
+        return {
+            "apiVersion": f"admission.k8s.io/{version}",
+            "kind": "AdmissionReview",
+            "request": body,
+        }
 
 
 def _as_version(obj: JSONObject, invocation: Invocation, request: AdmissionRequest) -> JSONObject:
@@ -338,6 +367,26 @@ def _from_version(obj: JSONObject, request: AdmissionRequest) -> JSONObject:
     return obj
 
 
+def _typed_kind(request: AdmissionRequest) -> str | None:
+    """The typed schema a request's object decodes into (Pods; other kinds stay JSON)."""
+    if (request.group, request.plural, request.kind) == ("", "pods", "Pod"):
+        return typed.POD
+    return None
+
+
+def _same_object(request: AdmissionRequest, a: JSONObject | None, b: JSONObject | None) -> bool:
+    """``equality.Semantic.DeepEqual`` for typed kinds, plain equality for the others."""
+    type_name = _typed_kind(request)
+    if type_name is None or a is None or b is None:
+        return a == b
+    try:
+        return typed.semantic_equal(
+            type_name, typed.decode(type_name, a), typed.decode(type_name, b)
+        )
+    except typed.DecodeError:
+        return a == b
+
+
 def _warnings(response: JSONObject) -> list[str]:
     warnings = response.get("warnings")
     if not isinstance(warnings, list):
@@ -357,9 +406,10 @@ def _denial(hook: Webhook, response: JSONObject) -> APIError:
     else:
         message = f"{denied_by} without explanation"
     code = status.get("code")
-    if not isinstance(code, int) or code == 0:
-        # A denial without a code is a failure: the real server answers it as a 500.
-        code = 500
+    if not isinstance(code, int) or isinstance(code, bool) or code < 400:
+        # webhook/errors/statuserror.go (ToStatusErr): a rejection never carries a code below
+        # 400 (a missing code is 0), so such codes become 400 Bad Request.
+        code = 400
     details = status.get("details")
     return APIError(
         code,

@@ -46,13 +46,13 @@ from devapi.registry import DeleteOptions, ListOptions, Registry, RequestContext
 from devapi.resources import ResourceCatalog, ResourceType
 from devapi.selectors import SelectorError, parse_field_selector, parse_label_selector
 from devapi.types import JSONObject
+from devapi.warningheaders import warning_headers
 from devapi.watch import ERROR, StreamingBody, WatchOptions, event_line
 from devapi.workloads.scale import serve_scale
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # the real server's default --max-request-body-bytes
-MAX_WARNINGS_BYTES = 4096
 _BODY_TYPES = ("application/json", "", "application/yaml", "application/x-yaml", "text/yaml", "*/*")
 DEFAULT_USER = UserInfo(
     username="kubernetes-admin", groups=("system:masters", "system:authenticated")
@@ -131,25 +131,9 @@ def json_response(
     response = Response(
         orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
     )
-    for value in _warning_headers(warnings):
-        response.raw_headers.append((b"warning", value))
+    for value in warning_headers(warnings):
+        response.raw_headers.append((b"warning", value.encode("utf-8")))
     return response
-
-
-def _warning_headers(warnings: Iterable[str]) -> list[bytes]:
-    """``Warning: 299 - "text"`` headers, deduplicated, within the real server's size limit."""
-    seen: list[str] = []
-    total = 0
-    for text in warnings:
-        text = " ".join(text.split())
-        if not text or text in seen:
-            continue
-        total += len(text.encode())
-        if total > MAX_WARNINGS_BYTES:
-            break
-        seen.append(text)
-    quoted = ['299 - "' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in seen]
-    return [q.encode("utf-8") for q in quoted]
 
 
 def status_response(err: APIError, warnings: Iterable[str] = ()) -> Response:
@@ -737,8 +721,8 @@ async def _body(request: Request, *, allow_list: bool = False) -> Any:
         raise APIError(413, "RequestEntityTooLarge", "the request is too large", details={})
     content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if not allow_list and content_type not in _BODY_TYPES:
-        # Protobuf (kubectl's typed clients: `kubectl create namespace`, `kubectl run`) and
-        # CBOR are not decoded here; JSON and YAML are.
+        # Protobuf (kubectl's typed clients: `kubectl create namespace`, `kubectl create
+        # deployment`) and CBOR are not decoded here; JSON and YAML are.
         raise errors.unsupported_media_type(content_type, ("application/json", "application/yaml"))
     try:
         if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):

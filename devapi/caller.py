@@ -26,6 +26,8 @@ from devapi.webhooks import Webhook
 logger = logging.getLogger(__name__)
 
 ADMISSION_V1 = "admission.k8s.io/v1"
+# webhook/request/admissionreview.go (CreateAdmissionObjects): the versions the server speaks.
+REVIEW_VERSIONS = ("v1", "v1beta1")
 _MAX_ERROR_BODY = 256
 
 
@@ -45,6 +47,17 @@ class Target:
 
 def new_request_uid() -> str:
     return str(uuid.uuid4())
+
+
+def review_version(webhook: Webhook) -> str:
+    """The first version of the webhook's ``admissionReviewVersions`` the server speaks."""
+    for version in webhook.admission_review_versions:
+        if version in REVIEW_VERSIONS:
+            return version
+    raise CallError(
+        "could not create admission objects: webhook does not accept known AdmissionReview "
+        "versions (v1, v1beta1)"
+    )
 
 
 class WebhookCaller:
@@ -170,6 +183,10 @@ def _response(reply: httpx.Response, review: JSONObject, *, webhook: Webhook) ->
     response = answer.get("response")
     if not isinstance(response, dict):
         raise CallError("received invalid webhook response: webhook response was absent")
+    if review.get("apiVersion") != ADMISSION_V1:
+        # VerifyAdmissionResponse, v1beta1: uid, apiVersion and patchType were never checked
+        # in v1beta1; a patch is taken as a JSONPatch.
+        return _v1beta1_response(response, webhook=webhook)
     uid = review["request"]["uid"]
     if response.get("uid") != uid:
         raise CallError(
@@ -207,6 +224,16 @@ def _response(reply: httpx.Response, review: JSONObject, *, webhook: Webhook) ->
                 "response.patchType"
             )
     return response
+
+
+def _v1beta1_response(response: JSONObject, *, webhook: Webhook) -> JSONObject:
+    checked = dict(response)
+    if webhook.mutating and checked.get("patch"):
+        checked["patchType"] = "JSONPatch"
+    else:
+        checked.pop("patch", None)
+        checked.pop("patchType", None)
+    return checked
 
 
 def _http_error(reply: httpx.Response) -> str:

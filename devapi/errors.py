@@ -101,15 +101,18 @@ class APIError(Exception):
         self.headers = headers or {}
 
     def status(self) -> JSONObject:
+        # metav1.Status: message and reason are omitempty.
         body: JSONObject = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.message:
+            body["message"] = self.message
+        if self.reason:
+            body["reason"] = self.reason
+        body["code"] = self.code
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -211,14 +214,24 @@ def path_not_found() -> APIError:
     return APIError(404, "NotFound", "the server could not find the requested resource", details={})
 
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+PROTOBUF_HINT = (
+    "; this API server reads no protobuf, which kubectl's typed commands (kubectl create "
+    "namespace, kubectl create deployment, ...) send: write the object in YAML and use "
+    "kubectl apply -f FILE"
+)
+
+
 def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> APIError:
-    return APIError(
-        415,
-        "UnsupportedMediaType",
-        f"the body of the request was in an unknown format - accepted media types include: "
-        f"{', '.join(accepted)}",
-        details={},
+    """``negotiation.errUnsupportedMediaType`` (apiserver/pkg/endpoints/handlers/negotiation/
+    errors.go): 415, its text, no details. A protobuf body gets a hint at the JSON way."""
+    message = (
+        "the body of the request was in an unknown format - accepted media types include: "
+        f"{', '.join(accepted)}"
     )
+    if content_type == PROTOBUF:
+        message += PROTOBUF_HINT
+    return APIError(415, "UnsupportedMediaType", message)
 
 
 def internal_error(cause: str) -> APIError:

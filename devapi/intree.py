@@ -2,8 +2,9 @@
 
 ``Priority`` resolves ``priorityClassName`` into ``spec.priority`` and ``preemptionPolicy`` (and
 refuses a priority that disagrees with the class); ``DefaultTolerationSeconds`` adds the
-not-ready/unreachable tolerations. Like the real plugins, they run again when the webhooks are
-reinvoked, so a webhook that changes a pod's class must also set the matching priority.
+not-ready/unreachable tolerations, on create and on update. Like the real plugins, they run
+again when the webhooks are reinvoked, so a webhook that changes a pod's class must also set
+the matching priority.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def admit_priority(request: PodAdmission, *, lookup: ClassLookup, default: Defau
 
 
 def admit_default_tolerations(request: PodAdmission) -> None:
-    if request.subresource or request.operation != "CREATE":
+    """``defaulttolerationseconds/admission.go`` (``Admit``): pods, on create and update."""
+    if request.subresource or request.operation not in ("CREATE", "UPDATE"):
         return
     spec = _spec(request.pod)
     tolerations = spec.get("tolerations")

@@ -23,18 +23,16 @@ import orjson
 from devapi import errors, gates, meta
 from devapi.admission import AdmissionChain, AdmissionRequest, UserInfo
 from devapi.errors import APIError
-from devapi.intree import (
-    PodAdmission,
-    admit_default_tolerations,
-    admit_priority,
-)
 from devapi.patching import apply_patch
+from devapi.plugins import PodPlugins
 from devapi.resources import (
     CRDS,
+    LIMIT_RANGES,
     MUTATING_WEBHOOKS,
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
+    RUNTIME_CLASSES,
     SUBRESOURCE_KINDS,
     VALIDATING_WEBHOOKS,
     WEBHOOK_CONFIGURATION_KEYS,
@@ -195,23 +193,14 @@ class Registry:
         kind = SUBRESOURCE_KINDS.get(request.subresource, (rt.group, "", rt.kind))[2]
         return [(rt.group, v, rt.plural, kind) for v in rt.versions]
 
-    def in_tree_plugins(self) -> list[Callable[[AdmissionRequest], None]]:
-        def pods_only(plugin: Callable[[PodAdmission], None]) -> Callable[[AdmissionRequest], None]:
-            def run(request: AdmissionRequest) -> None:
-                if (request.group, request.plural) != PODS.key or request.object is None:
-                    return
-                plugin(
-                    PodAdmission(
-                        request.operation, request.subresource, request.object, request.old_object
-                    )
-                )
-
-            return run
-
-        def priority(pod: PodAdmission) -> None:
-            admit_priority(pod, lookup=self._priority_class, default=self._default_priority_class)
-
-        return [pods_only(priority), pods_only(admit_default_tolerations)]
+    def pod_plugins(self) -> PodPlugins:
+        """The in-tree admission plugins, reading what they need from this registry."""
+        return PodPlugins(
+            priority_class=self._priority_class,
+            default_priority_class=self._default_priority_class,
+            limit_ranges=lambda namespace: self.store.list_objects(LIMIT_RANGES.key, namespace)[0],
+            runtime_class=lambda name: self.store.get(RUNTIME_CLASSES.key, "", name),
+        )
 
     def _priority_class(self, name: str) -> JSONObject | None:
         return self.store.get(PRIORITY_CLASSES.key, "", name)

@@ -174,8 +174,13 @@ VALIDATING_WEBHOOKS = _core(
     tracks_generation=True,
 )
 
+LIMIT_RANGES = _core("limitranges", "LimitRange", namespaced=True, short_names=("limits",))
+RUNTIME_CLASSES = _core("runtimeclasses", "RuntimeClass", namespaced=False, group="node.k8s.io")
+
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
     PODS,
+    LIMIT_RANGES,
+    RUNTIME_CLASSES,
     NAMESPACES,
     PRIORITY_CLASSES,
     LEASES,

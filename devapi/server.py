@@ -126,7 +126,8 @@ class DevAPIServer:
             namespace_labels=registry.namespace_labels,
             equivalents=registry.equivalents,
             caller=self._caller,
-            in_tree=registry.in_tree_plugins(),
+            in_tree=registry.pod_plugins().mutating(),
+            in_tree_validators=registry.pod_plugins().validating(),
         )
 
     def _bootstrap_defaults(self) -> None:

@@ -14,6 +14,9 @@ from typing import Any
 from classifier.quantities import Quantity, QuantityError
 from devapi import errors, gates, meta
 from devapi.errors import FieldError
+from devapi.jsonvalues import obj as _obj
+from devapi.jsonvalues import objects as _objects
+from devapi.limitranger import default_limit_range, validate_limit_range
 from devapi.patching import (
     GENERIC_PATCH_META,
     NAMESPACE_PATCH_META,
@@ -21,15 +24,19 @@ from devapi.patching import (
     WEBHOOK_CONFIGURATION_PATCH_META,
     PatchMeta,
 )
+from devapi.poddefaults import canonical_quantity, default_pod_resources
 from devapi.resources import (
     CRDS,
+    LIMIT_RANGES,
     MUTATING_WEBHOOKS,
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
+    RUNTIME_CLASSES,
     VALIDATING_WEBHOOKS,
     ResourceType,
 )
+from devapi.runtimeclass import validate_runtime_class, validate_runtime_class_update
 from devapi.store import clone
 from devapi.types import JSONObject
 from devapi.webhooks import default_webhooks, validate_configuration
@@ -53,17 +60,6 @@ SYSTEM_PRIORITY_CLASSES = {
 }
 HIGHEST_USER_PRIORITY = 1_000_000_000
 TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-def _obj(value: Any) -> JSONObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _objects(value: Any) -> Iterator[JSONObject]:
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                yield item
 
 
 @dataclass(frozen=True)
@@ -181,6 +177,7 @@ class PodStrategy(Strategy):
         for field in ("containers", "initContainers"):
             for container in _objects(spec.get(field)):
                 _default_container(container)
+        default_pod_resources(obj)
 
     def prepare_for_create(self, obj: JSONObject) -> None:
         super().prepare_for_create(obj)
@@ -250,14 +247,6 @@ def _default_container(container: JSONObject) -> None:
         container["imagePullPolicy"] = "Always" if _latest(image) else "IfNotPresent"
     for port in _objects(container.get("ports")):
         port.setdefault("protocol", "TCP")
-    resources = container.setdefault("resources", {})
-    if isinstance(resources, dict):
-        limits = resources.get("limits")
-        if isinstance(limits, dict) and limits:
-            requests = resources.setdefault("requests", {})
-            if isinstance(requests, dict):
-                for name, value in limits.items():
-                    requests.setdefault(name, value)
 
 
 def _latest(image: str) -> bool:
@@ -382,41 +371,59 @@ def _pod_update_errors(new: JSONObject, old: JSONObject) -> list[FieldError]:
 
 
 def resized_pod(new: JSONObject, old: JSONObject) -> tuple[JSONObject, list[FieldError]]:
-    """The stored pod after a ``resize``: only containers' cpu and memory (and resize policy)."""
+    """The stored pod after a ``resize``: only the cpu and memory (and resize policy) of
+    containers and of sidecars (restartable init containers).
+
+    ``pkg/registry/core/pod/strategy.go`` (``dropNonResizeUpdates``) keeps the resources of
+    containers and init containers; ``validation.go`` (``ValidatePodResize``) refuses a change
+    to a non-sidecar init container's resources.
+    """
     result = clone(old)
-    old_containers = list(_objects(_obj(result.get("spec")).get("containers")))
-    new_containers = list(_objects(_obj(new.get("spec")).get("containers")))
-    if len(old_containers) != len(new_containers):
-        return result, [errors.forbidden("spec", POD_RESIZE_FORBIDDEN)]
     candidate = clone(_obj(new.get("spec")))
-    for i, (before, after) in enumerate(zip(old_containers, new_containers, strict=True)):
-        if after.get("name") != before.get("name"):
-            return result, [
-                errors.forbidden(
-                    f"spec.containers[{i}].name",
-                    "containers may not be renamed or reordered on resize",
-                )
-            ]
-        problems = _resize_resource_errors(
-            _obj(before.get("resources")), _obj(after.get("resources")), f"spec.containers[{i}]"
-        )
-        if problems:
-            return result, problems
-        mirrored = list(_objects(candidate.get("containers")))[i]
-        for field in ("resources", "resizePolicy"):
-            if field in before:
-                mirrored[field] = clone(before[field])
-            else:
-                mirrored.pop(field, None)
+    pairs: list[tuple[str, int, JSONObject, JSONObject]] = []
+    for field in ("containers", "initContainers"):
+        old_containers = list(_objects(_obj(result.get("spec")).get(field)))
+        new_containers = list(_objects(_obj(new.get("spec")).get(field)))
+        if len(old_containers) != len(new_containers):
+            return result, [errors.forbidden("spec", POD_RESIZE_FORBIDDEN)]
+        for i, (before, after) in enumerate(zip(old_containers, new_containers, strict=True)):
+            path = f"spec.{field}[{i}]"
+            if after.get("name") != before.get("name"):
+                return result, [
+                    errors.forbidden(
+                        f"{path}.name", "containers may not be renamed or reordered on resize"
+                    )
+                ]
+            if field == "initContainers" and before.get("restartPolicy") != "Always":
+                if _obj(before.get("resources")) != _obj(after.get("resources")):
+                    return result, [
+                        errors.forbidden(
+                            f"{path}.resources",
+                            "resources for non-sidecar init containers are immutable",
+                        )
+                    ]
+                continue
+            problems = _resize_resource_errors(
+                _obj(before.get("resources")), _obj(after.get("resources")), path
+            )
+            if problems:
+                return result, problems
+            mirrored = list(_objects(candidate.get(field)))[i]
+            for key in ("resources", "resizePolicy"):
+                if key in before:
+                    mirrored[key] = clone(before[key])
+                else:
+                    mirrored.pop(key, None)
+            pairs.append((field, i, before, after))
     PodStrategy(PODS).default({"spec": candidate})
     if candidate != _obj(old.get("spec")):
         return result, [errors.forbidden("spec", POD_RESIZE_FORBIDDEN)]
-    for before, after in zip(old_containers, new_containers, strict=True):
-        for field in ("resources", "resizePolicy"):
-            if field in after:
-                before[field] = clone(after[field])
+    for _, _, before, after in pairs:
+        for key in ("resources", "resizePolicy"):
+            if key in after:
+                before[key] = clone(after[key])
             else:
-                before.pop(field, None)
+                before.pop(key, None)
     old_qos = _obj(old.get("status")).get("qosClass") or qos_class(old)
     if qos_class(result) != old_qos:
         return result, [
@@ -683,11 +690,35 @@ class WebhookConfigurationStrategy(Strategy):
         return problems + validate_configuration(obj, mutating=self.rt.key == MUTATING_WEBHOOKS.key)
 
 
+class LimitRangeStrategy(Strategy):
+    def default(self, obj: JSONObject) -> None:
+        default_limit_range(obj)
+        for item in _objects(_obj(obj.get("spec")).get("limits")):
+            for field in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+                values = item.get(field)
+                if isinstance(values, dict):
+                    for name, value in values.items():
+                        values[name] = canonical_quantity(value)
+
+    def validate(self, obj: JSONObject) -> list[FieldError]:
+        return super().validate(obj) + validate_limit_range(obj)
+
+
+class RuntimeClassStrategy(Strategy):
+    def validate(self, obj: JSONObject) -> list[FieldError]:
+        return super().validate(obj) + validate_runtime_class(obj)
+
+    def validate_update(self, new: JSONObject, old: JSONObject) -> list[FieldError]:
+        return super().validate(new) + validate_runtime_class_update(new, old)
+
+
 def strategy_for(rt: ResourceType) -> Strategy:
     if rt.custom:
         return CustomResourceStrategy(rt)
     kinds: dict[tuple[str, str], type[Strategy]] = {
         PODS.key: PodStrategy,
+        LIMIT_RANGES.key: LimitRangeStrategy,
+        RUNTIME_CLASSES.key: RuntimeClassStrategy,
         NAMESPACES.key: NamespaceStrategy,
         PRIORITY_CLASSES.key: PriorityClassStrategy,
         CRDS.key: CRDStrategy,

@@ -12,10 +12,12 @@ from devapi import meta
 from devapi.resources import (
     CRDS,
     LEASES,
+    LIMIT_RANGES,
     MUTATING_WEBHOOKS,
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
+    RUNTIME_CLASSES,
     VALIDATING_WEBHOOKS,
     ResourceType,
 )
@@ -231,8 +233,10 @@ def _columns(rt: ResourceType) -> list[tuple[JSONObject, Cell]]:
             (_column("Webhooks", "integer"), lambda o: len(o.get("webhooks") or [])),
             age_column,
         ]
-    if rt.key == CRDS.key:
+    if rt.key in (CRDS.key, LIMIT_RANGES.key):
         return [name, (_column("Created At", "date"), _get(".metadata.creationTimestamp"))]
+    if rt.key == RUNTIME_CLASSES.key:
+        return [name, (_column("Handler"), _get(".handler")), age_column]
     if rt.printer_columns:
         columns = [name]
         for c in rt.printer_columns:

@@ -47,23 +47,33 @@ class ConfigProblem:
     line: int  # 1-based; 0 when the problem is not about one line (unreadable file)
     field: str
     message: str
+    column: int = 0  # 1-based; 0 when not known (set for YAML syntax errors)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
+        where += f":{self.column}" if self.line and self.column else ""
         return (
             f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
         )
 
 
 class ConfigError(ValueError):
-    """The config file is not usable; ``problems`` lists every problem found, in line order."""
+    """The config file is not usable; ``problems`` lists the problems found, in line order.
 
-    def __init__(self, problems: Iterable[ConfigProblem]) -> None:
+    When a load was told to report at most N problems, ``problems`` holds the first N found
+    and ``omitted`` counts the others.
+    """
+
+    def __init__(self, problems: Iterable[ConfigProblem], *, omitted: int = 0) -> None:
         # The message breaks ties, so that several problems of one field print in a fixed order.
         self.problems = tuple(
             sorted(set(problems), key=lambda p: (p.file, p.line, p.field, p.message))
         )
-        super().__init__("\n".join(str(problem) for problem in self.problems))
+        self.omitted = omitted
+        lines = [str(problem) for problem in self.problems]
+        if omitted:
+            lines.append(f"... and {omitted} more")
+        super().__init__("\n".join(lines))
 
 
 class SourceMap:
@@ -160,10 +170,7 @@ def parse_yaml(text: str, *, filename: str) -> tuple[Any, SourceMap]:
         try:
             root = loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark is not None else 0
-            message = " ".join(str(part) for part in (exc.context, exc.problem) if part)
-            raise ConfigError([ConfigProblem(filename, line, "", message or str(exc))]) from exc
+            raise ConfigError([_syntax_problem(exc, filename)]) from exc
         except yaml.YAMLError as exc:
             raise ConfigError([ConfigProblem(filename, 0, "", str(exc))]) from exc
         if root is None:
@@ -180,6 +187,25 @@ def parse_yaml(text: str, *, filename: str) -> tuple[Any, SourceMap]:
     finally:
         loader.dispose()
     return data, SourceMap(root)
+
+
+# Errors found only where a construct should have ended: a key without ':', an unclosed
+# bracket or quote. The parser notices on a later line; the mistake is where it began.
+_UNTERMINATED = ("while scanning a simple key", "while parsing a flow", "while scanning a quoted")
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError, filename: str) -> ConfigProblem:
+    context, problem = exc.context or "", exc.problem or ""
+    mark = exc.problem_mark or exc.context_mark
+    noticed = ""
+    if exc.context_mark is not None and context.startswith(_UNTERMINATED):
+        if mark is not None and mark.line != exc.context_mark.line:
+            noticed = f" (noticed at line {mark.line + 1}, column {mark.column + 1})"
+        mark = exc.context_mark
+    message = ", ".join(part for part in (context, problem) if part) or str(exc)
+    if mark is None:
+        return ConfigProblem(filename, 0, "", message)
+    return ConfigProblem(filename, mark.line + 1, "", message + noticed, column=mark.column + 1)
 
 
 def _duplicate_keys(root: yaml.Node, filename: str) -> Iterable[ConfigProblem]:
@@ -220,9 +246,12 @@ def validate(data: Any, source: SourceMap, *, filename: str) -> TenantgateConfig
         raise ConfigError(_schema_problems(exc, source, filename)) from exc
 
 
-def _schema_problems(exc: ValidationError, source: SourceMap, filename: str) -> list[ConfigProblem]:
+def _schema_problems(
+    exc: ValidationError, source: SourceMap, filename: str, *, limit: int | None = None
+) -> list[ConfigProblem]:
     problems = []
-    for error in exc.errors(include_url=False):
+    # Finding a line scans the nodes: only for the problems that will be reported.
+    for error in exc.errors(include_url=False)[:limit]:
         loc = tuple(error["loc"])
         line, matched = source.line_of_parts(loc)
         kind = error["type"]
@@ -258,10 +287,17 @@ def locate(
 # --------------------------------------------------------------------------- entry points
 
 
-def read_text(path: str | Path) -> str:
-    """The file's text; an unreadable file is a :class:`ConfigError` naming it."""
+def read_text(path: str | Path, *, max_bytes: int | None = None) -> str:
+    """The file's text; an unreadable file, or one over ``max_bytes``, is a :class:`ConfigError`
+    naming it."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as handle:
+            data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise ConfigError(
+                [ConfigProblem(str(path), 0, "", f"larger than the limit of {max_bytes} bytes")]
+            )
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError([ConfigProblem(str(path), 0, "", f"cannot read: {reason}")]) from exc
@@ -278,8 +314,11 @@ def _detached(data: Any) -> Any:
     return pickle.loads(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: S301
 
 
-def load_text(text: str, *, filename: str = "<config>") -> LoadedConfig:
-    """Parse, validate and compile config text; :class:`ConfigError` lists every problem.
+def load_text(
+    text: str, *, filename: str = "<config>", max_problems: int | None = None
+) -> LoadedConfig:
+    """Parse, validate and compile config text; :class:`ConfigError` lists every problem (the
+    first ``max_problems``, when given, and how many more).
 
     The node tree is dropped right after parsing; only a config with problems is parsed
     again, to give each problem its line.
@@ -289,18 +328,25 @@ def load_text(text: str, *, filename: str = "<config>") -> LoadedConfig:
         config = TenantgateConfig.model_validate(data)
     except ValidationError as exc:
         _, source = parse_yaml(text, filename=filename)
-        raise ConfigError(_schema_problems(exc, source, filename)) from exc
+        found = _schema_problems(exc, source, filename, limit=max_problems)
+        raise ConfigError(found, omitted=exc.error_count() - len(found)) from exc
     del data
     try:
         policy = compile_policy(config)
     except PolicyError as exc:
         _, source = parse_yaml(text, filename=filename)
-        raise ConfigError(locate(exc.problems, source, filename=filename)) from exc
+        shown = exc.problems[:max_problems]
+        omitted = len(exc.problems) - len(shown)
+        raise ConfigError(locate(shown, source, filename=filename), omitted=omitted) from exc
     return LoadedConfig(filename, config, policy)
 
 
-def load(path: str | Path) -> LoadedConfig:
-    return load_text(read_text(path), filename=str(path))
+def load(
+    path: str | Path, *, max_bytes: int | None = None, max_problems: int | None = None
+) -> LoadedConfig:
+    return load_text(
+        read_text(path, max_bytes=max_bytes), filename=str(path), max_problems=max_problems
+    )
 
 
 def load_config(path: str | Path) -> TenantgateConfig:

@@ -152,7 +152,7 @@ class Confirmation:
 
 
 def _retry(message: str) -> Verdict:
-    return Verdict.deny(message, code=_RETRY_CODE, reason=_RETRY_REASON)
+    return Verdict.deny(message, code=_RETRY_CODE, reason=_RETRY_REASON, cause="retry")
 
 
 def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> dict[str, Quantity]:
@@ -170,7 +170,8 @@ def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> d
 def _burst_class_denial(tenant: TenantPolicy, burst_class: str, actual: str | None) -> Verdict:
     return Verdict.deny(
         f"burst pods of tenant {tenant.name} must use priority class {burst_class}, "
-        f"not {actual or 'none'}"
+        f"not {actual or 'none'}",
+        cause="priority_class",
     )
 
 
@@ -235,7 +236,9 @@ def confirm_for_validate(
 
     decision = check(tenant.quota, ledger, request)
     if decision.tier is None:
-        return ledger, Confirmation(None, Verdict.deny(denial_message(tenant.name, decision)))
+        return ledger, Confirmation(
+            None, Verdict.deny(denial_message(tenant.name, decision), cause="over_quota")
+        )
     if dry_run and reservation_id is not None and label_tier == decision.tier:
         # A dry-run mutate chose this tier and booked nothing: answer as the real run would.
         if decision.tier == "burst" and priority_class != burst_class:
@@ -336,14 +339,14 @@ def _shape_denial(tenant: TenantPolicy, pod: Mapping[str, Any], pod_name: str) -
     if capped:
         message = missing_limits(pod, capped, tenant=tenant.name, pod_name=pod_name)
         if message is not None:
-            return Verdict.deny(message)
+            return Verdict.deny(message, cause="container_bounds")
     if tenant.bounds is not None:
         try:
             found = bounds_violations(pod, tenant.bounds, tenant=tenant.name, pod_name=pod_name)
         except PodResourceError as exc:
             return _bad_request(str(exc))
         if found:
-            return Verdict.deny("; ".join(found))
+            return Verdict.deny("; ".join(found), cause="container_bounds")
     return None
 
 
@@ -356,7 +359,7 @@ def _checked(amount: Mapping[str, Quantity]) -> Mapping[str, Quantity] | Verdict
 
 
 def _bad_request(message: str) -> Verdict:
-    return Verdict.deny(message, code=400, reason="BadRequest")
+    return Verdict.deny(message, code=400, reason="BadRequest", cause="invalid_request")
 
 
 def _is_pod(request: AdmissionInput) -> bool:
@@ -428,7 +431,8 @@ class PolicyAdmitter:
         if policy.unclaimed == "deny":
             return Verdict.deny(
                 f'namespace "{namespace}" is not claimed by any tenant; '
-                "ask the platform team to add it to a tenant"
+                "ask the platform team to add it to a tenant",
+                cause="unclaimed_namespace",
             )
         return Verdict.allow()
 
@@ -469,7 +473,9 @@ class PolicyAdmitter:
             return _bad_request(str(exc))
         classification = plan.classification
         if classification.problem is not None:
-            return Verdict.deny(f"tenant {tenant.name}: {classification.problem}")
+            return Verdict.deny(
+                f"tenant {tenant.name}: {classification.problem}", cause="profile_not_allowed"
+            )
         mutated = plan.mutated
         warnings = [f"profile {classification.profile}: {classification.reason}"]
 
@@ -502,7 +508,7 @@ class PolicyAdmitter:
             guaranteed_value = policy.priority_classes[tenant.guaranteed_class].value
             value = self._class_value(policy, asked, original_spec)
             if value is None or value > guaranteed_value:
-                return Verdict.deny(self._class_denial(tenant, asked))
+                return Verdict.deny(self._class_denial(tenant, asked), cause="priority_class")
             warnings.append(
                 f"priority class {asked} is not allowed for tenant {tenant.name}; "
                 f"using {tenant.guaranteed_class}"
@@ -528,7 +534,7 @@ class PolicyAdmitter:
         )
         tier = booking.decision.tier
         if tier is None:
-            return Verdict.deny(denial_message(tenant.name, booking.decision))
+            return Verdict.deny(denial_message(tenant.name, booking.decision), cause="over_quota")
 
         if tier == "burst":
             class_name = policy.burst_class
@@ -558,6 +564,7 @@ class PolicyAdmitter:
                 "tenant": tenant.name,
                 "tier": tier,
                 "profile": classification.profile,
+                "classified-by": classification.classified_by,
                 "reservation": booking.reservation_id,
             },
         )
@@ -656,7 +663,9 @@ class PolicyAdmitter:
         except LedgerUnavailable as exc:
             # Fail closed: without the ledger nothing shows that the pod fits its quota.
             logger.warning("validate: %s", exc.message)
-            return Verdict.deny(exc.message, code=exc.code, reason=exc.reason)
+            return Verdict.deny(
+                exc.message, code=exc.code, reason=exc.reason, cause="ledger_unavailable"
+            )
         return Verdict.allow()
 
     async def _validate_create(
@@ -680,13 +689,14 @@ class PolicyAdmitter:
         class_name = podview.string(spec.get("priorityClassName")) or None
         if class_name is not None:
             if class_name not in tenant.allowed_classes:
-                return Verdict.deny(self._class_denial(tenant, class_name))
+                return Verdict.deny(self._class_denial(tenant, class_name), cause="priority_class")
             known = policy.priority_classes[class_name]
             priority = spec.get("priority")
             if isinstance(priority, int) and priority > known.value:
                 return Verdict.deny(
                     f"spec.priority {priority} is above the value {known.value} of priority "
-                    f"class {class_name}"
+                    f"class {class_name}",
+                    cause="priority_class",
                 )
         if lacks_defaults(
             spec, requests=tenant.container_defaults, limits=tenant.container_default_limits
@@ -746,12 +756,16 @@ class PolicyAdmitter:
         old_labels, new_labels = podview.labels(old), podview.labels(pod)
         for key in _MANAGED_LABELS:
             if old_labels.get(key) != new_labels.get(key):
-                return Verdict.deny(f"label {key} is managed by tenantgate and cannot be changed")
+                return Verdict.deny(
+                    f"label {key} is managed by tenantgate and cannot be changed",
+                    cause="managed_metadata",
+                )
         old_id = podview.annotations(old).get(RESERVATION_ANNOTATION)
         if old_id != podview.annotations(pod).get(RESERVATION_ANNOTATION):
             return Verdict.deny(
                 f"annotation {RESERVATION_ANNOTATION} is managed by tenantgate "
-                "and cannot be changed"
+                "and cannot be changed",
+                cause="managed_metadata",
             )
         return Verdict.allow()
 
@@ -792,7 +806,7 @@ class PolicyAdmitter:
             )
             growth = check_growth(tenant.quota, ledger, tier=tier, delta=delta)
             if not growth.fits:
-                return ledger, Verdict.deny(denial_message(tenant.name, growth))
+                return ledger, Verdict.deny(denial_message(tenant.name, growth), cause="over_quota")
             resized, known = resize(ledger, pod_uid=pod_uid, delta=delta)
             if not known:
                 logger.debug("resize of a pod the ledger does not track", extra={"pod": pod_uid})

@@ -6,6 +6,9 @@ capacity below the guarantee, rules that can never match, tenants that claim no 
 namespaces that two tenants' selectors both claim, and burst classes that would not be the
 first preemption victims; and bounds or container defaults that contradict the quota
 (``tenants.boundslint``), with warnings for limits quotas pods would hit without defaults.
+Given what is known of the cluster (:mod:`tenants.clustercheck`), it also warns about
+schedulers that do not run there and tenant namespaces the webhooks are not sent. Warnings do
+not make a file fail.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from classifier.rulelint import find_unreachable_rules
 from tenants.boundslint import bounds_problems, limits_warnings
+from tenants.clustercheck import ClusterFacts, cluster_warnings
 from tenants.config import (
     NamespaceSelector,
     PolicyError,
@@ -55,16 +59,21 @@ class LintReport:
         return not self.problems
 
 
-def lint_file(path: str | Path) -> LintReport:
+def lint_file(path: str | Path, *, facts: ClusterFacts | None = None) -> LintReport:
     try:
         text = read_text(path)
     except ConfigError as exc:
         return LintReport(str(path), exc.problems, "")
-    return lint_text(text, filename=str(path))
+    return lint_text(text, filename=str(path), facts=facts)
 
 
-def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
-    """Lint config text: every problem found, each with file, line and field."""
+def lint_text(
+    text: str, *, filename: str = "<config>", facts: ClusterFacts | None = None
+) -> LintReport:
+    """Lint config text: every problem found, each with file, line and field.
+
+    With ``facts`` about the cluster, the warnings of :func:`cluster_warnings` too.
+    """
     try:
         data, source = parse_yaml(text, filename=filename)
         config = validate(data, source, filename=filename)
@@ -77,7 +86,10 @@ def lint_text(text: str, *, filename: str = "<config>") -> LintReport:
         problems.extend(exc.problems)
     problems.extend(semantic_problems(config))
     located = ConfigError(locate(problems, source, filename=filename)).problems
-    warnings = ConfigError(locate(limits_warnings(config), source, filename=filename)).problems
+    warned = limits_warnings(config)
+    if facts is not None:
+        warned.extend(cluster_warnings(config, facts))
+    warnings = ConfigError(locate(warned, source, filename=filename)).problems
     return LintReport(filename, located, "" if located else summarize(config), warnings)
 
 

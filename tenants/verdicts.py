@@ -8,7 +8,7 @@ the edge never decides: that keeps every decision testable without a server.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Literal, Protocol, get_args
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,22 @@ class AdmissionInput:
     options: dict[str, Any] | None = None
 
 
+DenialCause = Literal[
+    "over_quota",
+    "priority_class",
+    "profile_not_allowed",
+    "invalid_request",
+    "container_bounds",
+    "unclaimed_namespace",
+    "managed_metadata",
+    "ledger_unavailable",
+    "retry",
+]
+"""Why a pod was denied, from a small fixed set (the ``reason`` label of the denial metric)."""
+
+DENIAL_CAUSES: Final[tuple[DenialCause, ...]] = get_args(DenialCause)
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The answer to one admission request.
@@ -37,7 +53,8 @@ class Verdict:
     ``patched`` is the whole object after this webhook's mutations, or ``None`` when nothing
     changes; the edge turns the difference into a JSONPatch. Denials carry ``code`` (HTTP-like,
     e.g. 403), ``reason`` (a Kubernetes StatusReason such as ``Forbidden``) and a one-line
-    ``message`` that ``kubectl`` shows to the user.
+    ``message`` that ``kubectl`` shows to the user, and ``cause``, the kind of denial for
+    metrics (``over_quota``, ``priority_class``, ...).
     """
 
     allowed: bool
@@ -47,6 +64,7 @@ class Verdict:
     patched: dict[str, Any] | None = None
     warnings: tuple[str, ...] = ()
     audit_annotations: dict[str, str] = field(default_factory=dict)
+    cause: DenialCause | None = None
 
     @classmethod
     def allow(
@@ -55,8 +73,15 @@ class Verdict:
         return cls(allowed=True, patched=patched, warnings=warnings)
 
     @classmethod
-    def deny(cls, message: str, *, code: int = 403, reason: str = "Forbidden") -> Verdict:
-        return cls(allowed=False, code=code, reason=reason, message=message)
+    def deny(
+        cls,
+        message: str,
+        *,
+        code: int = 403,
+        reason: str = "Forbidden",
+        cause: DenialCause | None = None,
+    ) -> Verdict:
+        return cls(allowed=False, code=code, reason=reason, message=message, cause=cause)
 
 
 class Admitter(Protocol):

@@ -84,6 +84,14 @@ class UsageError(ValueError):
     """A usage snapshot that cannot be read; the message starts with the file name."""
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes objects shared between rows (a profile's tolerations...) out in full, never as
+    ``&id001`` anchors and ``*id001`` aliases that readers of a mutated pod would not expect."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 class _ManifestLoader(yaml.SafeLoader):
     """SafeLoader that keeps timestamps as strings, as the API server's JSON would."""
 
@@ -457,7 +465,9 @@ def render(rows: Sequence[dict[str, Any]], output: str) -> str:
     if output == "json":
         return json.dumps(list(rows), indent=2)
     if output == "yaml":
-        return yaml.safe_dump(list(rows), sort_keys=False, default_flow_style=False).rstrip()
+        return yaml.dump(
+            list(rows), Dumper=_PlainDumper, sort_keys=False, default_flow_style=False
+        ).rstrip()
     return render_table(rows)
 
 

@@ -21,7 +21,9 @@ from pydantic_core import ErrorDetails
 from starlette.types import ASGIApp
 
 import certs
+from admission.health import Readiness
 from admission.logs import configure_logging
+from admission.metrics import Metrics
 from admission.server import ServeError, StartedCallback, serve
 from admission.settings import Settings
 
@@ -46,11 +48,19 @@ _FLAGS: dict[str, str] = {
     "--sweep-seconds": "sweep_seconds",
     "--config-poll-seconds": "config_poll_seconds",
     "--max-body-bytes": "max_body_bytes",
+    "--max-config-bytes": "max_config_bytes",
+    "--max-config-problems": "max_config_problems",
     "--service": "service",
     "--namespace": "namespace",
     "--kubeconfig": "kubeconfig",
     "--offline": "offline",
     "--shutdown-grace-seconds": "shutdown_grace_seconds",
+    "--shutdown-delay-seconds": "shutdown_delay_seconds",
+    "--header-timeout-seconds": "header_timeout_seconds",
+    "--body-timeout-seconds": "body_timeout_seconds",
+    "--keep-alive-seconds": "keep_alive_seconds",
+    "--max-connections": "max_connections",
+    "--certificate-expiry-margin-seconds": "certificate_expiry_margin_seconds",
 }
 
 
@@ -69,6 +79,17 @@ class Runtime(Protocol):
 
 
 @runtime_checkable
+class Observed(Protocol):
+    """A runtime with readiness and metrics, which the server reports to."""
+
+    @property
+    def readiness(self) -> Readiness: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+
+@runtime_checkable
 class CertificateListener(Protocol):
     """A runtime that wants the served certificate, say for its ``certs`` readiness check."""
 
@@ -83,8 +104,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "can also be set as TENANTGATE_<NAME> (e.g. TENANTGATE_CERT_DIR); flags win.",
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument("--config", metavar="FILE", help="tenants/profiles config file")
-    parser.add_argument("--cert-dir", metavar="DIR", help="TLS material directory")
+    cert_dir = Settings.model_fields["cert_dir"].default
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="tenants/profiles config file (default: $TENANTGATE_CONFIG, else the embedded "
+        "example, examples/tenantgate.yaml)",
+    )
+    parser.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        help="TLS material directory; a CA and a serving certificate are created there when it "
+        f"holds none (default: $TENANTGATE_CERT_DIR, else {cert_dir})",
+    )
     parser.add_argument("--host", help="webhook listen address (default: 0.0.0.0)")
     parser.add_argument("--port", metavar="N", help="webhook port; 0 picks a free one (8443)")
     parser.add_argument("--metrics-host", metavar="HOST", help="metrics listen address")
@@ -94,6 +126,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--log-level", choices=["debug", "info", "warning", "error"], help="log level (info)"
     )
     parser.add_argument("--max-body-bytes", metavar="N", help="request body limit (4 MiB)")
+    parser.add_argument(
+        "--max-config-bytes", metavar="N", help="a larger config file is refused (8 MiB)"
+    )
+    parser.add_argument(
+        "--max-config-problems", metavar="N", help="config problems reported per load (20)"
+    )
     parser.add_argument("--service", help="Service name, for certificates created at start")
     parser.add_argument("--namespace", help="Service namespace, for certificates created at start")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster)")
@@ -104,6 +142,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--shutdown-grace-seconds", metavar="S", help="time allowed for in-flight requests (25)"
+    )
+    parser.add_argument(
+        "--shutdown-delay-seconds",
+        metavar="S",
+        help="after SIGTERM, time to keep serving (not ready) before closing connections (2)",
+    )
+    parser.add_argument(
+        "--header-timeout-seconds",
+        metavar="S",
+        help="TLS handshake, and a request head from its first byte (3)",
+    )
+    parser.add_argument(
+        "--body-timeout-seconds", metavar="S", help="a request body, from the end of its head (3)"
+    )
+    parser.add_argument(
+        "--keep-alive-seconds", metavar="S", help="an idle connection is closed after this (120)"
+    )
+    parser.add_argument(
+        "--max-connections", metavar="N", help="open webhook connections at most (256)"
+    )
+    parser.add_argument(
+        "--certificate-expiry-margin-seconds",
+        metavar="S",
+        help="not ready when the certificate served expires sooner than this (300)",
     )
     parser.add_argument(
         "--recount-seconds", metavar="S", help="period of the full ledger recount (300)"
@@ -157,6 +219,7 @@ async def serve_runtime(
     :class:`CertificateListener` hears of every certificate served.
     """
     listener = runtime.certificate_loaded if isinstance(runtime, CertificateListener) else None
+    observed = runtime if isinstance(runtime, Observed) else None
     await runtime.startup()
     try:
         await serve(
@@ -165,6 +228,8 @@ async def serve_runtime(
             metrics_app=runtime.metrics_app,
             on_started=on_started,
             on_certificate=listener,
+            registry=observed.metrics.registry if observed is not None else None,
+            readiness=observed.readiness if observed is not None else None,
         )
     finally:
         await runtime.shutdown()

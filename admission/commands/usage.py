@@ -149,11 +149,7 @@ def render(document: Mapping[str, Any], *, tenants: Sequence[str] | None = None)
     notes: list[str] = []
     all_tenants: Mapping[str, Any] = document["tenants"]
     names = sorted(all_tenants) if not tenants else list(tenants)
-    unknown = [name for name in names if name not in all_tenants]
-    if unknown:
-        raise UsageError(
-            f"unknown tenant {', '.join(unknown)} (known: {', '.join(sorted(all_tenants))})"
-        )
+    _check_known(all_tenants, names)
     for name in names:
         entry = all_tenants[name] if isinstance(all_tenants[name], dict) else {}
         where = f"tenants.{name}"
@@ -201,6 +197,23 @@ def render(document: Mapping[str, Any], *, tenants: Sequence[str] | None = None)
     return "\n".join(lines) + "\n"
 
 
+def only_tenants(document: Mapping[str, Any], tenants: Sequence[str] | None) -> dict[str, Any]:
+    """``document`` with just ``tenants`` (all of them when None or empty)."""
+    all_tenants: Mapping[str, Any] = document["tenants"]
+    if not tenants:
+        return dict(document)
+    _check_known(all_tenants, tenants)
+    return {**document, "tenants": {name: all_tenants[name] for name in tenants}}
+
+
+def _check_known(all_tenants: Mapping[str, Any], names: Sequence[str]) -> None:
+    unknown = [name for name in names if name not in all_tenants]
+    if unknown:
+        raise UsageError(
+            f"unknown tenant {', '.join(unknown)} (known: {', '.join(sorted(all_tenants))})"
+        )
+
+
 def _footer(document: Mapping[str, Any]) -> str:
     mode = document.get("mode")
     if mode == "offline":
@@ -217,7 +230,8 @@ def run_usage(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
     try:
         document = fetch_status(args.server)
         if args.output == "json":
-            stream.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+            shown = only_tenants(document, args.tenant)
+            stream.write(json.dumps(shown, indent=2, sort_keys=True) + "\n")
         else:
             stream.write(render(document, tenants=args.tenant))
     except UsageError as exc:
@@ -226,4 +240,13 @@ def run_usage(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
     return EXIT_OK
 
 
-__all__ = ["DEFAULT_SERVER", "UsageError", "bar", "fetch_status", "register", "render", "run_usage"]
+__all__ = [
+    "DEFAULT_SERVER",
+    "UsageError",
+    "bar",
+    "fetch_status",
+    "only_tenants",
+    "register",
+    "render",
+    "run_usage",
+]

@@ -624,3 +624,68 @@ def test_metrics_app_serves_metrics_and_health_only() -> None:
     assert call(app, "GET", "/readyz").status_code == 503
     assert call(app, "GET", "/status").text == "status"
     assert call(app, "POST", "/mutate", content=b"{}", headers=JSON).status_code == 404
+
+
+class Walking:
+    """Walks the object recursively, as any code would that copies or compares it."""
+
+    async def mutate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        return Verdict.allow(patched=copy.deepcopy(request.object))
+
+    async def validate(self, request: AdmissionInput, *, now: float) -> Verdict:
+        return await self.mutate(request, now=now)
+
+
+def deep_review(depth: int) -> bytes:
+    document = fixture(CREATE)
+    document["request"]["object"]["metadata"]["labels"] = "PLACEHOLDER"  # both views build it
+    deep = b'{"a":' * depth + b"1" + b"}" * depth
+    return orjson.dumps(document).replace(b'"PLACEHOLDER"', deep)
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+def test_a_body_too_deep_for_the_admitter_is_a_400_not_a_500(path: str) -> None:
+    """Nesting the decoders take (under ~1,000 levels) can still exhaust the stack of code
+    walking the object: that is the body's fault, answered 400 and counted."""
+    webhook = Webhook(Walking())
+
+    http = webhook.request("POST", path, content=deep_review(900), headers=JSON)
+
+    assert http.status_code == 400
+    assert http.text == "malformed JSON: nested too deeply"
+    endpoint = path.strip("/")
+    errors = "tenantgate_http_errors_total"
+    assert webhook.metric(errors, endpoint=endpoint, code="400", reason="too_deep") == 1
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+def test_invalid_utf8_in_a_label_is_a_counted_400(path: str) -> None:
+    webhook = Webhook(Recording())
+    raw = orjson.dumps(fixture(CREATE)).replace(b'"app":"', b'"app":"\xff', 1)
+
+    http = webhook.request("POST", path, content=raw, headers=JSON)
+
+    assert http.status_code == 400
+    assert http.text.startswith("malformed JSON: ")
+    endpoint = path.strip("/")
+    errors = "tenantgate_http_errors_total"
+    assert webhook.metric(errors, endpoint=endpoint, code="400", reason="malformed_json") == 1
+
+
+def test_any_other_exception_out_of_the_decoder_is_a_counted_400(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever a future decoder bug raises is about the body: 400, never a 500."""
+
+    def broken(body: bytes, *, objects: str = "whole") -> None:
+        raise OverflowError("Python int too large to convert to C long")
+
+    monkeypatch.setattr("admission.app.decode_review", broken)
+    webhook = Webhook(Recording())
+
+    http = webhook.review("/validate", fixture(CREATE))
+
+    assert http.status_code == 400
+    assert http.text == "malformed AdmissionReview: OverflowError"
+    errors = "tenantgate_http_errors_total"
+    assert webhook.metric(errors, endpoint="validate", code="400", reason="undecodable") == 1

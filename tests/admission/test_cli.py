@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 
-from admission.cli import build_parser
+import pytest
+
+from admission.cli import build_parser, main
 
 
 def test_every_subcommand_is_registered() -> None:
@@ -33,3 +36,11 @@ def test_closed_output_pipe_exits_quietly() -> None:
         os.close(write_end)
     assert b"Traceback" not in result.stderr, result.stderr.decode()
     assert result.returncode == 141
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"tenantgate {version('tenantgate')}\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -744,6 +745,19 @@ def test_list_and_json_list(capsys: pytest.CaptureFixture[str]) -> None:
         "items[1].spec.template",
         "items[1].spec.template",
     ]
+
+
+def test_yaml_output_has_no_anchors_or_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    """Objects a profile shares between pods (tolerations, spreads) are written out in full."""
+    code, out, _ = run(capsys, "-f", str(EXAMPLE_PODS / "gpu-training.yaml"), "-o", "yaml")
+
+    assert code == 0
+    assert not re.search(r"[&*]id\d+", out), out
+    rows = yaml.safe_load(out)
+    (as_json,) = json.loads(
+        run(capsys, "-f", str(EXAMPLE_PODS / "gpu-training.yaml"), "-o", "json")[1]
+    )
+    assert rows == [as_json]
 
 
 # --------------------------------------------------------------------------- workload resources

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp
 
 import certs
 from admission import cli
+from admission.cli import main
 from admission.commands import serve as serve_command
 from admission.server import Endpoints
 from admission.settings import Settings
@@ -211,3 +212,17 @@ def test_tenantgate_serve_end_to_end(tmp_path: Path) -> None:
         assert process.process.wait(STARTUP_TIMEOUT) == 0
     finally:
         process.stop()
+
+
+def test_help_shows_the_defaults_of_config_and_cert_dir(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--config FILE tenants/profiles config file (default: $TENANTGATE_CONFIG, else the" in text
+    )
+    assert "embedded example, examples/tenantgate.yaml)" in text
+    assert "(default: $TENANTGATE_CERT_DIR, else .tenantgate/certs)" in text

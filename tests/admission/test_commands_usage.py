@@ -180,3 +180,16 @@ def test_usage_says_when_nothing_listens(capsys: pytest.CaptureFixture[str]) -> 
     assert err.startswith(f"tenantgate usage: cannot reach http://127.0.0.1:{port}/status: ")
     with pytest.raises(UsageError, match="must be an http:// or https:// URL"):
         fetch_status("127.0.0.1:8080")
+
+
+def test_json_output_keeps_only_the_tenants_asked_for(
+    server: tuple[str, type[_Handler]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = server
+
+    assert main(["usage", "--server", url, "--tenant", "ml", "-o", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == {**STATUS, "tenants": {"ml": STATUS["tenants"]["ml"]}}
+
+    assert main(["usage", "--server", url, "--tenant", "nope", "-o", "json"]) == 1
+    assert "tenantgate usage: unknown tenant nope (known: ml, team-a)" in capsys.readouterr().err

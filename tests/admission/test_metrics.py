@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -11,7 +12,9 @@ from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPEN
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 
+from admission.health import Check, Readiness
 from admission.metrics import Metrics, endpoint_label, metrics_route
+from tenants.verdicts import DENIAL_CAUSES, AdmissionInput, Verdict
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
@@ -171,3 +174,180 @@ def test_route_negotiates_openmetrics() -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith(OPENMETRICS)
     assert response.text.endswith("# EOF\n")
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def pod_request(
+    namespace: str = "team-a",
+    *,
+    operation: str = "CREATE",
+    dry_run: bool = False,
+    kind: str = "Pod",
+    sub_resource: str = "",
+) -> AdmissionInput:
+    return AdmissionInput(
+        uid="u",
+        operation=operation,
+        namespace=namespace,
+        name="p",
+        object={},
+        kind=kind,
+        sub_resource=sub_resource,
+        dry_run=dry_run,
+    )
+
+
+ADMITTED = Verdict(
+    allowed=True,
+    audit_annotations={
+        "tenant": "team-a",
+        "tier": "burst",
+        "profile": "web-frontend",
+        "classified-by": "rule/web",
+        "reservation": "r-1",
+    },
+)
+
+
+def test_an_admission_is_counted_with_its_tenant_tier_profile_and_rule() -> None:
+    metrics = Metrics()
+
+    metrics.observe_decision("mutate", pod_request(), ADMITTED)
+    metrics.observe_decision("mutate", pod_request(), ADMITTED)
+
+    labels = {"tenant": "team-a", "tier": "burst", "profile": "web-frontend"}
+    assert sample(metrics, "tenantgate_admissions_total", **labels, verdict="allowed") == 2
+    assert (
+        sample(metrics, "tenantgate_classifications_total", profile="web-frontend", rule="web") == 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("classified_by", "rule"),
+    [("rule/batch-jobs", "batch-jobs"), ("default", "(default)"), ("opt-in", "(opt-in)")],
+)
+def test_the_rule_label_names_the_rule_or_how_the_profile_was_chosen(
+    classified_by: str, rule: str
+) -> None:
+    metrics = Metrics()
+    verdict = Verdict(
+        allowed=True,
+        audit_annotations={
+            "tenant": "t",
+            "tier": "guaranteed",
+            "profile": "p",
+            "classified-by": classified_by,
+        },
+    )
+
+    metrics.observe_decision("mutate", pod_request(), verdict)
+
+    assert sample(metrics, "tenantgate_classifications_total", profile="p", rule=rule) == 1
+
+
+def test_a_denial_is_counted_by_tenant_and_cause() -> None:
+    metrics = Metrics(tenant_of={"team-a": "team-a"}.get)
+
+    over = Verdict.deny("exceeded tenant quota", cause="over_quota")
+    metrics.observe_decision("mutate", pod_request(), over)
+    metrics.observe_decision("validate", pod_request(), over)
+    metrics.observe_decision("validate", pod_request(), Verdict.deny("?"))
+
+    assert sample(metrics, "tenantgate_denials_total", tenant="team-a", reason="over_quota") == 2
+    assert sample(metrics, "tenantgate_denials_total", tenant="team-a", reason="other") == 1
+    # Only /mutate decides an admission: the pod denied by /validate is no second admission.
+    denied = {"tenant": "team-a", "tier": "", "profile": "", "verdict": "denied"}
+    assert sample(metrics, "tenantgate_admissions_total", **denied) == 1
+
+
+def test_namespaces_no_tenant_claims_share_one_label_value() -> None:
+    """A pod cannot invent label values: every unclaimed namespace counts under tenant=""."""
+    metrics = Metrics(tenant_of={"team-a": "team-a"}.get)
+    unclaimed = Verdict.deny("not claimed", cause="unclaimed_namespace")
+
+    for number in range(50):
+        namespace = f"random-{number}"
+        metrics.observe_decision("mutate", pod_request(namespace), Verdict.allow())
+        metrics.observe_decision("validate", pod_request(namespace), unclaimed)
+
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render(None)[0].decode())}
+    seen = {
+        (name, key, value)
+        for name in ("tenantgate_admissions", "tenantgate_denials")
+        for s in families[name].samples
+        for key, value in s.labels.items()
+    }
+    assert {value for _, key, value in seen if key == "tenant"} == {""}
+    assert (
+        sample(metrics, "tenantgate_denials_total", tenant="", reason="unclaimed_namespace") == 50
+    )
+    allowed = {"tenant": "", "tier": "", "profile": "", "verdict": "allowed"}
+    assert sample(metrics, "tenantgate_admissions_total", **allowed) == 50
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        pod_request(dry_run=True),
+        pod_request(kind="Deployment"),
+        pod_request(operation="UPDATE"),
+        pod_request(sub_resource="resize", operation="UPDATE"),
+    ],
+)
+def test_dry_runs_other_kinds_and_updates_are_no_admissions(request_: AdmissionInput) -> None:
+    metrics = Metrics()
+
+    metrics.observe_decision("mutate", request_, ADMITTED)
+    metrics.observe_decision("validate", request_, ADMITTED)
+
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render(None)[0].decode())}
+    assert families["tenantgate_admissions"].samples == []
+    assert families["tenantgate_classifications"].samples == []
+
+
+def test_update_denials_are_counted_but_dry_run_denials_are_not() -> None:
+    metrics = Metrics(tenant_of=lambda namespace: "team-a")
+    managed = Verdict.deny("label is managed", cause="managed_metadata")
+
+    metrics.observe_decision("validate", pod_request(operation="UPDATE"), managed)
+    metrics.observe_decision("validate", pod_request(operation="UPDATE", dry_run=True), managed)
+
+    labels = {"tenant": "team-a", "reason": "managed_metadata"}
+    assert sample(metrics, "tenantgate_denials_total", **labels) == 1
+
+
+def test_every_denial_cause_is_a_reason_label_value() -> None:
+    metrics = Metrics()
+    for cause in DENIAL_CAUSES:
+        metrics.observe_decision("validate", pod_request(), Verdict.deny("no", cause=cause))
+
+    for cause in DENIAL_CAUSES:
+        assert sample(metrics, "tenantgate_denials_total", tenant="", reason=cause) == 1
+
+
+# --------------------------------------------------------------------------- readiness, certificate
+
+
+def test_readiness_checks_are_exposed_one_series_each() -> None:
+    metrics, readiness = Metrics(), Readiness()
+    metrics.watch_readiness(readiness)
+    readiness.mark_ok("config", "loaded")
+
+    assert sample(metrics, "tenantgate_readiness", check="config") == 1
+    assert sample(metrics, "tenantgate_readiness", check="certs") == 0  # pending
+    readiness.mark_ok("certs")
+    readiness.add_probe("cluster", lambda: Check(ok=False, detail="not synced"))
+    assert sample(metrics, "tenantgate_readiness", check="certs") == 1
+    assert sample(metrics, "tenantgate_readiness", check="cluster") == 0
+
+
+def test_the_served_certificate_expiry_is_a_timestamp() -> None:
+    metrics = Metrics()
+    assert sample(metrics, "tenantgate_certificate_expiration_timestamp_seconds") == 0
+
+    metrics.observe_certificate(not_after=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC))
+
+    expected = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()
+    assert sample(metrics, "tenantgate_certificate_expiration_timestamp_seconds") == expected

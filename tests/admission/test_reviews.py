@@ -714,3 +714,140 @@ def test_the_fast_decoder_answers_for_real_reviews() -> None:
         wire = _WIRE_DECODERS["whole"].decode(body(fixture(name)))
 
         assert _wire_review(wire) == _decoded(body(fixture(name)), whole=True), name
+
+
+# --- hostile bodies -------------------------------------------------------------------------
+
+OBJECT_VIEWS: tuple[ObjectView, ...] = ("whole", "mutation", "validation")
+CREATE_BODY = (FIXTURES / "v1-create-pod.json").read_bytes()
+
+
+def invalid_utf8_at(marker: bytes) -> bytes:
+    """The CREATE fixture with an invalid UTF-8 byte inside the string that follows ``marker``."""
+    start = CREATE_BODY.index(marker) + len(marker)
+    quote = CREATE_BODY.index(b'"', start)
+    return CREATE_BODY[: quote + 1] + b"\xff\xfe" + CREATE_BODY[quote + 1 :]
+
+
+def nested(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def with_member(path: tuple[str, ...], raw: bytes) -> bytes:
+    """The CREATE fixture with ``raw`` JSON placed at ``request.object.<path>``."""
+    document = fixture("v1-create-pod.json")
+    target = document["request"]["object"]
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = "PLACEHOLDER"
+    return body(document).replace(b'"PLACEHOLDER"', raw)
+
+
+@pytest.mark.parametrize("view", OBJECT_VIEWS)
+@pytest.mark.parametrize("marker", [b'"uid":', b'"app":', b'"image":', b'"name":'])
+def test_invalid_utf8_inside_a_string_is_a_400(view: ObjectView, marker: bytes) -> None:
+    """msgspec raises UnicodeDecodeError (not one of its errors) for these: it used to escape."""
+    if view == "validation" and marker == b'"image":':
+        # Validation skips images unbuilt (nothing reads them), invalid or not.
+        assert decode_review(invalid_utf8_at(marker), objects=view).request.uid
+        return
+    with pytest.raises(ReviewError) as caught:
+        decode_review(invalid_utf8_at(marker), objects=view)
+
+    assert caught.value.status_code == 400
+    assert caught.value.category == "malformed_json"
+    assert caught.value.reason.startswith("malformed JSON: ")
+
+
+@pytest.mark.parametrize("view", OBJECT_VIEWS)
+@pytest.mark.parametrize(
+    "path",
+    [("spec", "affinity"), ("spec", "tolerations"), ("metadata", "labels"), ("status",)],
+)
+def test_nesting_of_a_thousand_levels_is_a_400(view: ObjectView, path: tuple[str, ...]) -> None:
+    """msgspec raises RecursionError at about a thousand levels: it used to escape as a 500."""
+    with pytest.raises(ReviewError) as caught:
+        decode_review(with_member(path, nested(1_100)), objects=view)
+
+    assert caught.value.status_code == 400
+    assert caught.value.reason.startswith("malformed JSON: ")
+
+
+def test_nesting_is_refused_even_when_the_stack_is_already_deep() -> None:
+    """Deep in a caller's stack Python's recursion limit comes before orjson's own."""
+
+    def at_depth(levels: int) -> ReviewError | Review:
+        if levels:
+            return at_depth(levels - 1)
+        return outcome(with_member(("spec", "affinity"), nested(1_000)))
+
+    result = at_depth(400)
+
+    assert isinstance(result, ReviewError)
+    assert result.status_code == 400
+
+
+HOSTILE_VALUES = [
+    b'"\xff"',
+    b'"\xed\xa0\x80"',  # an encoded surrogate
+    b'"\\ud800"',
+    b"1" * 5000,
+    b"1e999",
+    b"-1e400",
+    b"NaN",
+    b"18446744073709551616",
+    nested(1_100),
+    b"[" * 1_100 + b"]" * 1_100,
+    b'{"a":1,"a":2}',
+    b'"' + b"\\u0000" * 10 + b'"',
+    b"\x00",
+    b"",
+]
+
+
+def hostile_variants(raw: bytes) -> st.SearchStrategy[bytes]:
+    """``raw`` with a hostile value in place of a value, or cut, or with bytes flipped."""
+    spots = [i for i, byte in enumerate(raw) if byte in b":,["]
+
+    def replace_value(spot: int, value: bytes) -> bytes:
+        end = spot + 1
+        depth = 0
+        while end < len(raw):  # skip the next JSON value, roughly: good enough to break it
+            byte = raw[end]
+            if byte in b"[{":
+                depth += 1
+            elif byte in b"]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif byte == ord(",") and depth == 0:
+                break
+            end += 1
+        return raw[: spot + 1] + value + raw[end:]
+
+    def flip(position: int, byte: int) -> bytes:
+        return raw[:position] + bytes([byte]) + raw[position + 1 :]
+
+    return st.one_of(
+        st.builds(replace_value, st.sampled_from(spots), st.sampled_from(HOSTILE_VALUES)),
+        st.builds(flip, st.integers(0, len(raw) - 1), st.integers(0, 255)),
+        st.builds(lambda cut: raw[:cut], st.integers(0, len(raw))),
+    )
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=300)
+@given(
+    view=st.sampled_from(OBJECT_VIEWS),
+    raw=st.sampled_from(sorted(FIXTURES.glob("*.json"))).flatmap(
+        lambda path: hostile_variants(path.read_bytes())
+    ),
+)
+def test_mutated_real_reviews_decode_or_raise_review_error(view: ObjectView, raw: bytes) -> None:
+    result: Review | ReviewError
+    try:
+        result = decode_review(raw, objects=view)
+    except ReviewError as exc:
+        result = exc
+    if isinstance(result, ReviewError):
+        assert result.status_code == 400
+        assert "\n" not in result.reason

@@ -43,9 +43,7 @@ tenants:
     namespaces: [team-a]
     quota: {guaranteed: {cpu: "4"}, burst: {ratio: 2}}
 """
-FAST = Timings(
-    config_poll_seconds=0.02, sweep_seconds=0.02, recount_seconds=60, cert_check_seconds=60
-)
+FAST = Timings(config_poll_seconds=0.02, sweep_seconds=0.02, recount_seconds=60)
 WAIT = 30.0
 NO_CLUSTER: dict[str, str] = {}
 

@@ -11,12 +11,21 @@ import os
 import shutil
 import ssl
 import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 
-from certs.files import CertError
+from certs.files import (
+    CertError,
+    certificates_pem,
+    private_key_pem,
+    read_certificates,
+    read_issuer_key,
+)
+from certs.issuing import Issued, issue_ca, issue_serving, serving_names
 from certs.material import init, rotate
 from certs.tlscontext import ReloadingServerContext, server_context
 
@@ -150,9 +159,11 @@ def test_half_written_pair_keeps_the_old_certificate_until_complete(
         assert not reloading.reload_if_changed()
         assert not reloading.reload_if_changed()  # same files: neither retried nor re-logged
     assert [r.getMessage() for r in caplog.records] == [
-        "keeping the current serving certificate: cannot load "
-        f"{material / 'tls.crt'} with {material / 'tls.key'}: KEY_VALUES_MISMATCH"
+        "keeping the current serving certificate: "
+        f"{material / 'tls.key'} does not match the certificate in {material / 'tls.crt'}"
     ]
+    assert reloading.stale
+    assert reloading.rejections["key_mismatch"] == 1
     assert handshake(reloading.context, client) == first
 
     shutil.copy(staged / "tls.crt", material / "tls.crt")
@@ -212,3 +223,130 @@ def test_rewritten_identical_files_are_not_a_reload(
     rotate(material)
     assert reloading.reload_if_changed()
     assert reloading.certificate != before
+
+
+# --- refusing certificates nobody could verify ---------------------------------------------
+
+NOW = datetime.now(UTC)
+
+
+def write_pair(directory: Path, issued: Issued) -> None:
+    (directory / "tls.crt").write_bytes(certificates_pem([issued.certificate]))
+    (directory / "tls.key").write_bytes(private_key_pem(issued.key))
+
+
+def directory_ca(directory: Path) -> Issued:
+    return Issued(
+        certificate=read_certificates(directory / "ca.crt")[0],
+        key=read_issuer_key(directory / "ca.key"),
+    )
+
+
+NAMES = serving_names("tenantgate", "tg")
+
+
+def leaf(
+    ca: Issued,
+    *,
+    names: tuple[str, ...] = NAMES,
+    now: datetime = NOW,
+    valid_for: timedelta = timedelta(days=30),
+) -> Issued:
+    return issue_serving(ca, dns_names=names, now=now, valid_for=valid_for)
+
+
+@pytest.mark.parametrize(
+    ("reason", "make", "message"),
+    [
+        (
+            "expired",
+            lambda ca: leaf(ca, now=NOW - timedelta(days=3), valid_for=timedelta(days=1)),
+            "the certificate expired at",
+        ),
+        (
+            "not_yet_valid",
+            lambda ca: leaf(ca, now=NOW + timedelta(days=1)),
+            "the certificate is not valid before",
+        ),
+        (
+            "untrusted",
+            lambda _: leaf(issue_ca(now=NOW, valid_for=timedelta(days=90))),
+            "the certificate does not verify against the CA:",
+        ),
+        (
+            "wrong_names",
+            lambda ca: leaf(ca, names=("other.example.com",)),
+            "the certificate does not cover",
+        ),
+    ],
+    ids=["expired", "not-yet-valid", "foreign-ca", "wrong-names"],
+)
+def test_a_certificate_clients_cannot_verify_is_refused(
+    material: Path, reason: str, make: Callable[[Issued], Issued], message: str
+) -> None:
+    reloading = ReloadingServerContext(
+        material / "tls.crt", material / "tls.key", ca_file=material / "ca.crt"
+    )
+    first = reloading.certificate.serial
+    write_pair(material, make(directory_ca(material)))
+
+    assert not reloading.reload_if_changed()
+
+    assert handshake(reloading.context, client_context(material / "ca.crt")) == first
+    assert reloading.stale
+    assert reloading.problem is not None
+    assert reloading.problem.startswith(f"{material / 'tls.crt'}: {message}")
+    assert reloading.rejections[reason] == 1
+    assert sum(reloading.rejections.values()) == 1
+
+    # A good pair then goes live and clears the problem.
+    write_pair(material, leaf(directory_ca(material)))
+    assert reloading.reload_if_changed()
+    assert [reloading.stale, reloading.problem] == [False, None]
+    assert handshake(reloading.context, client_context(material / "ca.crt")) != first
+
+
+def test_a_leaf_of_a_new_ca_rotated_together_is_taken(material: Path) -> None:
+    reloading = ReloadingServerContext(
+        material / "tls.crt", material / "tls.key", ca_file=material / "ca.crt"
+    )
+    new_ca = issue_ca(now=NOW, valid_for=timedelta(days=90))
+    (material / "ca.crt").write_bytes(certificates_pem([new_ca.certificate]))
+    write_pair(material, leaf(new_ca))
+
+    assert reloading.reload_if_changed()
+    assert not reloading.stale
+    # The new CA is now the one a later leaf must chain to.
+    write_pair(material, leaf(issue_ca(now=NOW, valid_for=timedelta(days=90))))
+    assert not reloading.reload_if_changed()
+    assert reloading.rejections["untrusted"] == 1
+
+
+def test_names_default_to_those_of_the_certificate_served_at_start(material: Path) -> None:
+    reloading = ReloadingServerContext(material / "tls.crt", material / "tls.key")
+    assert set(NAMES) <= set(reloading.names)
+    given = ReloadingServerContext(
+        material / "tls.crt", material / "tls.key", names=("tenantgate.tg.svc",)
+    )
+    write_pair(material, leaf(directory_ca(material), names=("tenantgate.tg.svc",)))
+    assert given.reload_if_changed()
+    assert not reloading.reload_if_changed()  # fewer names than the certificate it replaces
+    assert reloading.rejections["wrong_names"] == 1
+
+
+def test_a_certificate_not_valid_yet_is_taken_once_it_is(material: Path) -> None:
+    clock = [NOW]
+    reloading = ReloadingServerContext(
+        material / "tls.crt",
+        material / "tls.key",
+        ca_file=material / "ca.crt",
+        clock=lambda: clock[0],
+    )
+    write_pair(material, leaf(directory_ca(material), now=NOW + timedelta(hours=1)))
+    assert not reloading.reload_if_changed()
+    assert not reloading.reload_if_changed()
+    assert reloading.rejections["not_yet_valid"] == 1  # counted once, not every poll
+
+    clock[0] = NOW + timedelta(hours=2)
+    assert reloading.reload_if_changed()
+    assert not reloading.stale

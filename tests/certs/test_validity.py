@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
+from certs.issuing import issue_ca, issue_serving
 from certs.material import init
-from certs.validity import CertificateInfo, describe, problems
+from certs.validity import CertificateInfo, covers, describe, problems
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -101,3 +104,45 @@ def test_missing_files_and_directory(copy: Path, tmp_path: Path) -> None:
     assert problems(tmp_path / "none", now=NOW) == (
         f"certificate directory {tmp_path / 'none'} does not exist",
     )
+
+
+# --- names a certificate covers (RFC 6125, section 6.4) -------------------------------------
+
+
+def with_names(*names: str) -> x509.Certificate:
+    """A certificate for ``names``: DNS names, or IP addresses written as such."""
+    ips = []
+    dns_names = []
+    for name in names:
+        try:
+            ips.append(ipaddress.ip_address(name))
+        except ValueError:
+            dns_names.append(name)
+    ca = issue_ca(now=datetime.now(UTC), valid_for=timedelta(days=1))
+    return issue_serving(
+        ca,
+        dns_names=dns_names,
+        ip_addresses=ips,
+        now=datetime.now(UTC),
+        valid_for=timedelta(days=1),
+    ).certificate
+
+
+@pytest.mark.parametrize(
+    ("sans", "name", "covered"),
+    [
+        (("tenantgate.tg.svc",), "tenantgate.tg.svc", True),
+        (("Tenantgate.TG.svc",), "tenantgate.tg.svc", True),  # case-insensitive
+        (("tenantgate.tg.svc",), "tenantgate.tg.svc.cluster.local", False),
+        (("*.tg.svc",), "tenantgate.tg.svc", True),
+        (("*.tg.svc",), "a.b.tg.svc", False),  # the leftmost label only
+        (("*.tg.svc",), "tg.svc", False),
+        (("tenantgate.tg.svc", "127.0.0.1"), "127.0.0.1", True),
+        (("tenantgate.tg.svc", "127.0.0.1"), "10.0.0.1", False),
+        (("127.0.0.1",), "localhost", False),
+    ],
+)
+def test_covers_matches_names_as_a_tls_client_would(
+    sans: tuple[str, ...], name: str, covered: bool
+) -> None:
+    assert covers(with_names(*sans), name) is covered

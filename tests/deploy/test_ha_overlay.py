@@ -7,9 +7,6 @@ kustomization including the base and the Component is rendered and checked as a 
 from __future__ import annotations
 
 import copy
-import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +29,7 @@ from tenants.ledger import (
     ledger_from_json,
     ledger_to_json,
 )
+from tests.deploy.kustomize import render_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "webhooks"
@@ -230,28 +228,7 @@ def test_patches_target_the_base_objects() -> None:
 
 
 def render(directory: Path, *, components: bool) -> list[Obj]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
-    directory.mkdir(parents=True, exist_ok=True)
-    kustomization: Obj = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [os.path.relpath(BASE, directory)],
-    }
-    if components:
-        kustomization["components"] = [os.path.relpath(HA, directory)]
-    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
-    result = subprocess.run(
-        [kubectl, "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"kubectl kustomize failed:\n{result.stderr}")
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    return render_cluster(directory, [HA] if components else [])
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import functools
 import math
 import os
 import re
-import shutil
 import subprocess
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ import pytest
 import yaml
 
 from admission.settings import Settings
+from tests.deploy.kustomize import render
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "webhooks"
@@ -284,19 +284,7 @@ def scaled(value: int | str, *, total: int) -> int:
 
 
 def render_with_kubectl(directory: Path) -> list[Obj]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
-    result = subprocess.run(
-        [kubectl, "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"kubectl kustomize {directory} failed:\n{result.stderr}")
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    return render(directory)
 
 
 def identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
@@ -782,9 +770,11 @@ def test_shutdown_fits_in_the_termination_grace_period(base: tuple[Manifest, ...
     grace = pod_spec(deployment).get("terminationGracePeriodSeconds", 30)
     pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {})
     server_grace = Settings.model_fields["shutdown_grace_seconds"].default
-    needed = pre_stop.get("seconds", 0) + server_grace
+    server_delay = Settings.model_fields["shutdown_delay_seconds"].default
+    needed = pre_stop.get("seconds", 0) + server_delay + server_grace
     assert grace >= needed, (
-        f"terminationGracePeriodSeconds {grace} < preStop sleep + server shutdown grace {needed}"
+        f"terminationGracePeriodSeconds {grace} < preStop sleep + server shutdown delay "
+        f"+ shutdown grace {needed}"
     )
 
 
@@ -942,3 +932,33 @@ def test_every_priority_class_the_config_assigns_is_shipped(base: tuple[Manifest
 def test_config_uses_the_shipped_burst_class(base: tuple[Manifest, ...]) -> None:
     burst = _config().get("burstPriorityClass")
     assert burst == BURST_CLASS, f"burstPriorityClass is {burst!r}; the base ships {BURST_CLASS}"
+
+
+# --------------------------------------------------------------------------- what stays out of git
+
+
+def test_the_readme_keeps_the_ca_key_out_of_the_repository() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert "--dir ./" not in readme, "certs go outside the repository, not in ./"
+    assert 'CERT_DIR="$HOME/tenantgate-certs"' in readme
+    assert "never be committed" in readme
+    ignored = subprocess.run(
+        [
+            "git",
+            "check-ignore",
+            "--no-index",
+            "my-cluster/kustomization.yaml",
+            "tenantgate-certs/ca.key",
+            "elsewhere/ca.key",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ignored.stdout.split() == [
+        "my-cluster/kustomization.yaml",
+        "tenantgate-certs/ca.key",
+        "elsewhere/ca.key",
+    ]

@@ -35,6 +35,7 @@ def test_core_and_group_discovery(api_client: Api) -> None:
         "batch": "batch/v1",
         "coordination.k8s.io": "coordination.k8s.io/v1",
         "events.k8s.io": "events.k8s.io/v1",
+        "node.k8s.io": "node.k8s.io/v1",
         "scheduling.k8s.io": "scheduling.k8s.io/v1",
     }
 
@@ -47,6 +48,7 @@ def test_core_resource_list(api_client: Api) -> None:
         "pods/status",
         "pods/resize",
         "pods/binding",
+        "limitranges",
         "namespaces",
         "namespaces/status",
         "namespaces/finalize",

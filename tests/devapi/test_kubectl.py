@@ -184,3 +184,79 @@ def test_namespaces_priority_classes_and_api_resources(kubectl: Kubectl) -> None
     resources = kubectl("api-resources", "--no-headers").stdout
     names = {line.split()[0] for line in resources.splitlines()}
     assert {"pods", "namespaces", "priorityclasses", "leases", "customresourcedefinitions"} <= names
+
+
+@pytest.mark.parametrize(
+    ("args", "subject"),
+    [
+        (("create", "namespace", "team-b"), "namespaces"),
+        (("create", "priorityclass", "batch", "--value=5"), "priorityclasses"),
+    ],
+)
+def test_kubectl_commands_that_send_protobuf_get_the_real_415_and_the_json_way(
+    kubectl: Kubectl, args: tuple[str, ...], subject: str
+) -> None:
+    """apiserver/pkg/endpoints/handlers/negotiation/errors.go (errUnsupportedMediaType): a body
+    in a media type the server does not decode is 415 UnsupportedMediaType with the accepted
+    types; this server adds how to send the object as JSON instead (kubectl apply -f)."""
+    result = kubectl(*args)
+    assert result.code == 1
+    assert (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json, application/yaml; this API server reads no protobuf" in result.stderr
+    )
+    assert "write the object in YAML and use kubectl apply -f FILE" in result.stderr
+    assert args[2] not in kubectl("get", subject, "-o", "name").stdout
+
+
+def test_a_denial_without_a_code_or_reason_reaches_kubectl_as_400_without_reason(
+    kubectl: Kubectl,
+    api_client: Api,
+    webhooks: WebhookServer,
+    webhook_tls: TLSMaterial,
+) -> None:
+    """webhook/errors/statuserror.go (ToStatusErr): a denial without a code is 400 and keeps
+    its empty reason, which metav1.Status omits; kubectl then prints no reason
+    (kubectl/pkg/cmd/util/helpers.go, StandardErrorMessage)."""
+    url = webhooks.route(
+        "/validate", lambda review: {"allowed": False, "status": {"message": "no room"}}
+    )
+    register(
+        api_client,
+        "v",
+        hook("validate.tenantgate.io", url, webhook_tls, sideEffects="NoneOnDryRun"),
+        mutating=False,
+    )
+    result = kubectl("apply", "--dry-run=server", "-f", kubectl.write("pod.yaml", POD))
+    assert result.code == 1
+    assert 'Error from server: error when creating "' in result.stderr, result.stderr
+    assert 'admission webhook "validate.tenantgate.io" denied the request: no room' in (
+        result.stderr
+    )
+
+
+def test_limit_ranges_and_runtime_classes_with_kubectl(kubectl: Kubectl) -> None:
+    """pkg/printers/internalversion/printers.go (printLimitRange, printRuntimeClass): the
+    columns kubectl get shows for them."""
+    manifest = kubectl.write(
+        "objects.yaml",
+        "apiVersion: v1\nkind: LimitRange\nmetadata:\n  name: limits\nspec:\n  limits:\n"
+        "  - type: Container\n    default: {cpu: 500m}\n---\n"
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: kata\nhandler: kata\n",
+    )
+    applied = kubectl("apply", "-f", manifest)
+    assert applied.stdout.split() == [
+        "limitrange/limits",
+        "created",
+        "runtimeclass.node.k8s.io/kata",
+        "created",
+    ], applied.stderr
+    assert kubectl("get", "limits").stdout.split()[:4] == ["NAME", "CREATED", "AT", "limits"]
+    assert kubectl("get", "runtimeclass").stdout.split()[:5] == [
+        "NAME",
+        "HANDLER",
+        "AGE",
+        "kata",
+        "kata",
+    ]
+    assert "Container   cpu" in kubectl("describe", "limitrange", "limits").stdout

@@ -49,7 +49,6 @@ QUIET = Timings(
     config_poll_seconds=0.2,
     sweep_seconds=0.2,
     recount_seconds=3600,
-    cert_check_seconds=1,
     watch_timeout_seconds=60,
 )
 

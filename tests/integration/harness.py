@@ -97,7 +97,12 @@ class Tenantgate:
             self._loop = asyncio.get_running_loop()
             runtime = build_runtime(self.settings, timings=self.timings)
             self.runtime = runtime
-            server = WebhookServer(self.settings, app=runtime.app, metrics_app=runtime.metrics_app)
+            server = WebhookServer(
+                self.settings,
+                app=runtime.app,
+                metrics_app=runtime.metrics_app,
+                readiness=runtime.readiness,
+            )
             self._server = server
 
             def on_started(endpoints: Endpoints) -> None:

@@ -54,7 +54,6 @@ STILL: Final = Timings(
     config_poll_seconds=3600,
     sweep_seconds=3600,
     recount_seconds=3600,
-    cert_check_seconds=1,
     watch_timeout_seconds=60,
 )
 # kube's rand.SafeEncodeString alphabet, which generateName suffixes use.

@@ -206,6 +206,7 @@ def test_bounds_denials_are_exact_in_mutate_and_validate(
     assert not ledger.get("team-a").reservations  # denied before booking
     validated = run_validate(policy, pod, ledger)
     assert (validated.allowed, validated.message) == (False, message), name
+    assert mutated.cause == validated.cause == "container_bounds"
     assert not ledger.get("team-a").guaranteed
 
 
@@ -222,8 +223,9 @@ def test_unset_request_limit_and_ratio_inputs_are_named(policy: Policy) -> None:
         "pod bare/web-1: memory limit is not set; the tenant's maximum is 8Gi "
         "(tenant bare, bounds.pod.max)"
     )
-    assert run_mutate(policy, pod).message == message
-    assert run_validate(policy, pod).message == message
+    mutated, validated = run_mutate(policy, pod), run_validate(policy, pod)
+    assert mutated.message == validated.message == message
+    assert mutated.cause == validated.cause == "container_bounds"
     no_request = a_pod(container(limits={"cpu": "1", "memory": "1Gi"}), namespace="bare")
     no_request["spec"]["containers"][0]["resources"]["requests"] = {"memory": "0"}
     assert run_validate(policy, no_request).message == (

@@ -148,11 +148,11 @@ def test_merge_keys_are_not_duplicates() -> None:
         ("# only a comment\n", "cfg.yaml:1: the config file is empty"),
         (
             "tenants: [\n",
-            "cfg.yaml:2: while parsing a flow node did not find expected node content",
+            "cfg.yaml:2:1: while parsing a flow node, did not find expected node content",
         ),
-        ("a: 1\n---\nb: 2\n", "cfg.yaml:2: expected a single document in the stream"),
+        ("a: 1\n---\nb: 2\n", "cfg.yaml:2:1: expected a single document in the stream"),
         ("- 1\n", "cfg.yaml:1: Input should be a valid dictionary"),
-        ("tenants:\n  a: b: c\n", "cfg.yaml:2: mapping values are not allowed"),
+        ("tenants:\n  a: b: c\n", "cfg.yaml:2:7: mapping values are not allowed"),
     ],
 )
 def test_broken_documents(text: str, expected: str) -> None:

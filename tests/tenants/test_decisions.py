@@ -211,6 +211,7 @@ def test_guaranteed_pod_gets_class_labels_and_reservation(chain: Chain) -> None:
         "tenant": "team-a",
         "tier": "guaranteed",
         "profile": "general",
+        "classified-by": "default",
         "reservation": rid,
     }
     reservation = chain.state().reservations[rid]
@@ -257,6 +258,7 @@ def test_over_quota_on_memory_while_cpu_fits(chain: Chain) -> None:
         "exceeded tenant quota: team-a: requested memory=13Gi, used memory=0/12Gi "
         "(burst ceiling), guaranteed memory=8Gi"
     )
+    assert verdict.cause == "over_quota"
     assert chain.ledger.snapshot() == {}
 
 
@@ -375,6 +377,7 @@ def test_escalation_to_a_system_class_is_denied(chain: Chain) -> None:
         "priority class system-cluster-critical is not allowed for tenant team-a "
         "(allowed: batch-low, gold, tenant-burst, tenant-guaranteed)"
     )
+    assert verdict.cause == "priority_class"
     assert chain.ledger.snapshot() == {}
 
 
@@ -461,6 +464,7 @@ def test_validate_denies_escalation_whoever_set_it(
     final["spec"]["priority"] = priority
     verdict = chain.validate(final)
     assert (verdict.allowed, verdict.code, verdict.message) == (False, 403, message)
+    assert verdict.cause == "priority_class"
 
 
 def test_validate_denies_a_burst_pod_that_lost_the_burst_class(chain: Chain) -> None:
@@ -472,6 +476,7 @@ def test_validate_denies_a_burst_pod_that_lost_the_burst_class(chain: Chain) -> 
     assert verdict.message == (
         "burst pods of tenant team-a must use priority class tenant-burst, not tenant-guaranteed"
     )
+    assert verdict.cause == "priority_class"
     assert reservation_id_for("b") not in chain.state().reservations  # released at once
 
 
@@ -515,6 +520,7 @@ def test_validate_denies_growth_past_the_tier_and_releases(chain: Chain) -> None
         f"the pod's request grew after tenantgate's mutating webhook ran "
         f"(reservation {reservation_id_for('g')}); retry"
     )
+    assert verdict.cause == "retry"
     assert chain.state().guaranteed == rl(cpu="3500m", memory="1792Mi", pods="7")
 
 
@@ -541,6 +547,7 @@ def test_validate_denies_a_missed_pod_that_needs_burst(chain: Chain) -> None:
     fill(chain, 4, prefix="more")
     over = chain.validate(stored(make_pod(), pod_uid="q"))
     assert (over.code, over.message) == (403, TEAM_A_MESSAGE)
+    assert (verdict.cause, over.cause) == ("retry", "over_quota")
 
 
 def test_validate_after_the_reservation_expired(chain: Chain) -> None:
@@ -649,6 +656,7 @@ def test_invalid_quantity_is_a_bad_request_naming_the_field(chain: Chain) -> Non
         assert verdict.message == (
             'spec.containers[0].resources.requests.cpu: invalid quantity "4x": unknown suffix "x"'
         )
+        assert verdict.cause == "invalid_request"
 
 
 def test_negative_requests_are_refused(chain: Chain) -> None:
@@ -668,6 +676,7 @@ def test_disallowed_profile_opt_in_is_denied(chain: Chain) -> None:
         'tenant ml: label tenantgate.io/profile asks for profile "batch", which is not allowed '
         "here (allowed: general, ml)"
     )
+    assert verdict.cause == "profile_not_allowed"
 
 
 # --------------------------------------------------------------------------- scope
@@ -690,6 +699,7 @@ def test_unclaimed_namespaces_can_be_denied() -> None:
             'namespace "elsewhere" is not claimed by any tenant; '
             "ask the platform team to add it to a tenant",
         )
+        assert verdict.cause == "unclaimed_namespace"
 
 
 def test_other_kinds_and_operations_pass_untouched(chain: Chain) -> None:
@@ -797,6 +807,7 @@ def test_managed_labels_cannot_change(chain: Chain, where: str, key: str, value:
         False,
         f"{kind} {key} is managed by tenantgate and cannot be changed",
     )
+    assert verdict.cause == "managed_metadata"
 
 
 def resized(pod: dict[str, Any], cpu: str) -> dict[str, Any]:
@@ -835,6 +846,7 @@ def test_resize_past_the_guarantee_is_denied(chain: Chain) -> None:
         403,
         "exceeded tenant quota: team-a: requested cpu=600m, used cpu=3500m/4 (guaranteed)",
     )
+    assert verdict.cause == "over_quota"
 
 
 def test_resize_of_a_burst_pod_checks_the_ceiling(chain: Chain) -> None:

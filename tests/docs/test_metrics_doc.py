@@ -1,0 +1,71 @@
+"""docs/metrics.md against the ``/metrics`` of a running server: every family, its type and
+its labels, both ways; and no label value a pod invented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.livemetrics import UNCLAIMED_NAMESPACE, live_exposition
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+ROW = re.compile(r"^\| `(tenantgate_\w+)` \| (\w+) \|([^|]*)\|([^|]+)\|$", re.MULTILINE)
+
+
+def documented() -> dict[str, tuple[str, frozenset[str]]]:
+    rows: dict[str, tuple[str, frozenset[str]]] = {}
+    for name, kind, labels, meaning in ROW.findall(DOC.read_text()):
+        assert name not in rows, f"{name} is listed twice"
+        assert meaning.strip(), f"{name}: say what it means"
+        rows[name] = (kind, frozenset(re.findall(r"`(\w+)`", labels)))
+    return rows
+
+
+def exposed() -> dict[str, tuple[str, frozenset[str] | None]]:
+    """Queryable name -> (type, labels); labels None for a family without samples yet."""
+    families = list(text_string_to_metric_families(live_exposition()))
+    names = {family.name for family in families}
+    found: dict[str, tuple[str, frozenset[str] | None]] = {}
+    for family in families:
+        if family.name.endswith("_created") and family.name[: -len("_created")] in names:
+            continue  # the creation time of a counter or histogram, not a family of its own
+        name = family.name + "_total" if family.type == "counter" else family.name
+        labels = {key for sample in family.samples for key in sample.labels} - {"le"}
+        found[name] = (family.type, frozenset(labels) if family.samples else None)
+    return found
+
+
+def test_the_doc_lists_exactly_the_exposed_families() -> None:
+    docs, live = documented(), exposed()
+
+    assert sorted(set(live) - set(docs)) == [], "exposed but not in docs/metrics.md"
+    assert sorted(set(docs) - set(live)) == [], "in docs/metrics.md but not exposed"
+
+
+def test_types_and_labels_match() -> None:
+    docs = documented()
+    for name, (kind, labels) in exposed().items():
+        documented_kind, documented_labels = docs[name]
+        assert documented_kind == kind, f"{name} is a {kind}"
+        if labels is not None:
+            assert documented_labels == labels, f"{name} has labels {sorted(labels)}"
+
+
+def test_the_live_server_saw_every_label_of_the_decision_metrics() -> None:
+    live = exposed()
+    for name in ("tenantgate_admissions_total", "tenantgate_denials_total"):
+        assert live[name][1] is not None, f"the live run made no {name} sample"
+
+
+def test_a_pod_in_an_unclaimed_namespace_adds_no_label_value() -> None:
+    text = live_exposition()
+    assert UNCLAIMED_NAMESPACE not in text
+    tenants = {
+        sample.labels["tenant"]
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if "tenant" in sample.labels
+    }
+    assert tenants == {"", "team-a"}
