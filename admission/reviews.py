@@ -132,7 +132,8 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     the spec's ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``,
     ``affinity``, ``topologySpreadConstraints``, ``restartPolicy``, ``hostNetwork`` and
     ``volumes``.
-    A body the fast decoder does not take comes with its objects whole.
+    A body the fast decoder does not take comes with its objects whole, and so does an in-place
+    resize (``pods/resize``), judged on what the pod holds, which its status tells.
     """
     try:
         wire = _WIRE_DECODERS[objects].decode(body)
@@ -147,6 +148,8 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     if wire is not None:
         review = _wire_review(wire)
         if review is not None:
+            if objects != "whole" and review.request.sub_resource == "resize":
+                return decode_review(body)
             return review
     return _decode_document(body)
 

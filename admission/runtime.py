@@ -45,7 +45,7 @@ from admission.settings import Settings
 from admission.status import StatusCollector, StatusSources, status_route
 from classifier import podview
 from classifier.config import PriorityClassSpec
-from tenants.config import Policy, PolicyError
+from tenants.config import Policy, PolicyError, global_default_class
 from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
@@ -61,6 +61,7 @@ from tenants.kube.leader import (
     LeaseTimings,
 )
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, LedgerStoreCollector
+from tenants.kube.ledgerwatch import LedgerWatch
 from tenants.kube.sync import ClusterSync, PriorityClassTable
 from tenants.ledger import MemoryLedger, cancel
 from tenants.verdicts import AdmissionInput, Verdict
@@ -349,7 +350,16 @@ class Runtime:
             )
         self.elector: LeaderElector | None = None
         self.duties: LeaderDuties | None = None
+        self.ledger_watch: LedgerWatch | None = None
         if isinstance(self.ledger, KubeLedgerStore) and connection is not None:
+            # Every replica's /status and usage metrics follow what any replica wrote.
+            self.ledger_watch = LedgerWatch(
+                connection,
+                self.ledger,
+                backoff=BackoffPolicy(),
+                watch_timeout=timings.watch_timeout_seconds,
+                on_restart=self._count_restart,
+            )
             self.elector = LeaderElector(
                 KubeLeaseClient(connection.api_client, namespace=settings.namespace),
                 timings=timings.lease_timings(),
@@ -472,6 +482,7 @@ class Runtime:
             "tenants": len(self._base.tenants),
             "reloadError": self.config_error,
             "missingPriorityClasses": sorted(self.guard.missing_classes),
+            "globalDefaultPriorityClass": self.admitter.policy.global_default,
         }
 
     def _cluster_check(self) -> Check:
@@ -505,6 +516,8 @@ class Runtime:
             logger.info("cluster: %s (%s)", self.target.source, self.sync.connection.host)
             self.sync.start(loop)
             self._spawn(self._freeze_when_synced(), "gc-freeze")
+        if self.ledger_watch is not None:
+            self.ledger_watch.start(loop)
         else:
             logger.warning(
                 "running OFFLINE: %s (no --kubeconfig, KUBECONFIG or in-cluster service "
@@ -535,6 +548,8 @@ class Runtime:
                 await task
         if isinstance(self.ledger, KubeLedgerStore):
             await self.ledger.close()
+        if self.ledger_watch is not None:
+            await self.ledger_watch.stop()
         if self.sync is not None:
             await self.sync.stop()
         elif self.connection is not None:
@@ -658,11 +673,13 @@ class Runtime:
         if live is None:
             return base, frozenset()
         classes, missing = effective_classes(base.priority_classes, live)
+        # The Priority plugin writes the cluster's default class, whatever the config says.
+        default = global_default_class(live)
         try:
-            return base.with_priority_classes(classes), missing
+            return base.with_priority_classes(classes).with_global_default(default), missing
         except PolicyError as exc:
             logger.error("the cluster's priority classes do not compile with the config: %s", exc)
-            return base, missing
+            return base.with_global_default(default), missing
 
 
 def build_runtime(

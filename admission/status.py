@@ -4,7 +4,7 @@
 
     {"tenants": {NAME: {"guaranteed": {RES: QTY}, "ceiling": {RES: QTY},
                         "used": {"guaranteed": {RES: QTY}, "burst": {RES: QTY}},
-                        "reservations": N, "pods": N}},
+                        "reservations": N, "holds": N, "pods": N}},
      "synced": bool, "mode": "kubeconfig" | "in-cluster" | "offline", "cluster": URL | null,
      "config": {...}, "pods": N, "lastRecount": UNIX | null, "generatedAt": UNIX}
 
@@ -57,6 +57,11 @@ def _quantities(amount: Mapping[str, Quantity]) -> dict[str, str]:
     return {name: str(amount[name]) for name in sorted(amount)}
 
 
+def _holds(ledger: TenantLedger) -> int:
+    """How many of the tenant's bookings are holds: booked by /mutate, not yet validated."""
+    return sum(1 for reservation in ledger.reservations.values() if reservation.held)
+
+
 def status_document(sources: StatusSources, *, now: float | None = None) -> dict[str, Any]:
     """The ``/status`` document (see the module docstring)."""
     policy = sources.policy()
@@ -73,6 +78,7 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
                 "burst": _quantities(ledger.burst),
             },
             "reservations": len(ledger.reservations),
+            "holds": _holds(ledger),
             "pods": len(ledger.charges),
         }
     stats = sources.stats()
@@ -145,6 +151,11 @@ class StatusCollector(Collector):
             "Reservations booked at admission and not yet confirmed by a stored pod.",
             labels=["tenant"],
         )
+        holds = GaugeMetricFamily(
+            "tenantgate_tenant_holds",
+            "Of the reservations, those booked by /mutate and not yet validated (holds).",
+            labels=["tenant"],
+        )
         pods = GaugeMetricFamily(
             "tenantgate_tenant_pods", "Stored pods charged to the tenant.", labels=["tenant"]
         )
@@ -163,8 +174,9 @@ class StatusCollector(Collector):
                         [name, tier, resource], _base_units(in_use) if in_use is not None else 0.0
                     )
             reservations.add_metric([name], len(ledger.reservations))
+            holds.add_metric([name], _holds(ledger))
             pods.add_metric([name], len(ledger.charges))
-        yield from (guaranteed, ceiling, used, reservations, pods)
+        yield from (guaranteed, ceiling, used, reservations, holds, pods)
 
         synced = GaugeMetricFamily(
             "tenantgate_cluster_synced",

@@ -109,6 +109,9 @@ class PriorityClassSpec(_Model):
     value: int = Field(ge=-2_147_483_648, le=BUILTIN_PRIORITY_CLASSES["system-node-critical"])
     preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
     description: str = ""
+    # The cluster's default class: the Priority admission plugin writes it into every pod that
+    # names none, so a pod carrying it asked for nothing.
+    globalDefault: bool = False
 
 
 # --------------------------------------------------------------------------- conditions

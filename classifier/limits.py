@@ -31,6 +31,7 @@ from classifier.resources import (
     _parse,
     _pod_level_requests,
     _read_containers,
+    _read_pod_containers,
     _round_list,
     pod_requests,
 )
@@ -51,14 +52,15 @@ LIMITS_PREFIX: Final = "limits."
 LIMITED_RESOURCES: Final = ("cpu", "memory", "ephemeral-storage")
 
 
-def pod_limits(pod: Mapping[str, Any]) -> dict[str, Quantity]:
+def pod_limits(pod: Mapping[str, Any], *, use_status: bool = False) -> dict[str, Quantity]:
     """The pod's effective limit per resource (PodLimits), milli-rounded as stored.
 
-    Raises ``PodResourceError`` naming the field of an invalid quantity.
+    Raises ``PodResourceError`` naming the field of an invalid quantity. ``use_status`` also
+    reads the containers' actual limits after an in-place resize (UseStatusResources, as
+    :func:`classifier.resources.pod_requests`).
     """
     spec = podview.spec(pod)
-    containers = _read_containers(spec, "containers")
-    init_containers = _read_containers(spec, "initContainers")
+    containers, init_containers = _read_pod_containers(pod, spec, use_status=use_status)
     result = _aggregate(containers, init_containers, limits=True, raw=False)
 
     pod_level = podview.obj(spec.get("resources"))
@@ -81,9 +83,9 @@ def pod_limits(pod: Mapping[str, Any]) -> dict[str, Quantity]:
     return result
 
 
-def pod_limit_usage(pod: Mapping[str, Any]) -> dict[str, Quantity]:
+def pod_limit_usage(pod: Mapping[str, Any], *, use_status: bool = False) -> dict[str, Quantity]:
     """The ``limits.<name>`` part of the pod's quota usage (empty for a pod without limits)."""
-    limits = pod_limits(pod)
+    limits = pod_limits(pod, use_status=use_status)
     return {LIMITS_PREFIX + name: limits[name] for name in LIMITED_RESOURCES if name in limits}
 
 

@@ -11,8 +11,14 @@ give the same answer. That defaulting is:
 * pod-level ``spec.resources`` (PodLevelResources) fills its missing requests from the
   containers and from its own limits (``defaultHugePagePodLimits``, ``defaultPodRequests``).
 
-The spec is read, never the status: this answers "what does this pod ask for", as admission
-needs, not "what is it using after an in-place resize".
+By default the spec is read, never the status: this answers "what does this pod ask for", as a
+create needs. ``use_status=True`` answers "what does this pod hold" after an in-place resize,
+as the ResourceQuota evaluator and the scheduler charge a running pod (``PodRequests`` with
+``UseStatusResources``, Kubernetes 1.33, ``determineContainerReqs``): for each app container
+and sidecar whose status reports ``resources``, the largest of its spec request, its
+``allocatedResources`` and its actual ``resources.requests``; while the resize is Infeasible
+(pod condition ``PodResizePending`` with reason ``Infeasible``), only the largest of the
+allocated and actual ones, since the spec will not be applied.
 """
 
 from __future__ import annotations
@@ -62,17 +68,17 @@ class _Container(NamedTuple):
     restartable: bool  # an init container with restartPolicy: Always (a native sidecar)
 
 
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, Quantity]:
+def pod_requests(pod: Mapping[str, Any], *, use_status: bool = False) -> dict[str, Quantity]:
     """The pod's effective request per resource, plus ``pods: 1``.
 
     Every resource name is kept (cpu, memory, ephemeral-storage, hugepages-*, extended
     resources), including explicit zeros, as Kubernetes does. Accepts a Pod or a pod template
     (anything with a ``spec``). Raises ``PodResourceError`` naming the field of an invalid
-    quantity.
+    quantity. ``use_status`` also reads the containers' status after an in-place resize (see
+    the module docstring).
     """
     spec = podview.spec(pod)
-    containers = _read_containers(spec, "containers")
-    init_containers = _read_containers(spec, "initContainers")
+    containers, init_containers = _read_pod_containers(pod, spec, use_status=use_status)
 
     result = _aggregate(containers, init_containers, limits=False, raw=False)
 
@@ -153,6 +159,85 @@ def _parse(value: object, where: str, field: str = "") -> dict[str, Quantity]:
             path = field_path(where + field, str(name))
             raise PodResourceError(f"{path}: {exc}", path=path) from exc
     return result
+
+
+# -- status after an in-place resize (helpers.go, UseStatusResources) -------------------------
+
+
+def _resize_infeasible(status: Mapping[str, Any]) -> bool:
+    """IsPodResizeInfeasible: the first ``PodResizePending`` condition has reason Infeasible."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == "PodResizePending":
+            return bool(condition.get("reason") == "Infeasible")
+    return False
+
+
+def _container_names(spec: Mapping[str, Any], field: str) -> list[Any]:
+    items = spec.get(field)
+    if not isinstance(items, list):
+        return []
+    return [item.get("name") for item in items if isinstance(item, dict)]
+
+
+def _read_pod_containers(
+    pod: Mapping[str, Any], spec: Mapping[str, Any], *, use_status: bool
+) -> tuple[list[_Container], list[_Container]]:
+    """The pod's app and init containers, with what their status says they hold if asked."""
+    containers = _read_containers(spec, "containers")
+    init_containers = _read_containers(spec, "initContainers")
+    if use_status:
+        status = podview.obj(pod.get("status"))
+        if status.get("containerStatuses") or status.get("initContainerStatuses"):
+            return _with_status(spec, status, containers, init_containers)
+    return containers, init_containers
+
+
+def _with_status(
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    containers: list[_Container],
+    init_containers: list[_Container],
+) -> tuple[list[_Container], list[_Container]]:
+    """The containers with the requests and limits their status makes them hold
+    (determineContainerReqs, determineContainerLimits).
+
+    Only app containers and sidecars are read from their status, and only when it has
+    ``resources`` (a kubelet that reports them); regular init containers keep their spec.
+    Limits: the larger of the spec's and the actual ones; while Infeasible, the actual ones.
+    """
+    statuses: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for field in ("containerStatuses", "initContainerStatuses"):
+        items = status.get(field)
+        for index, item in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                statuses[item["name"]] = (f"status.{field}[{index}]", item)
+    if not statuses:
+        return containers, init_containers
+    infeasible = _resize_infeasible(status)
+
+    def held(container: _Container, name: Any) -> _Container:
+        found = statuses.get(name) if isinstance(name, str) else None
+        if found is None or found[1].get("resources") is None:
+            return container
+        where, item = found
+        applied = podview.obj(item.get("resources"))
+        actual = _parse(applied.get("requests"), where, ".resources.requests")
+        allocated = _parse(item.get("allocatedResources"), where, ".allocatedResources")
+        requests: dict[str, Quantity] = {} if infeasible else dict(container.requests)
+        _max_into(requests, actual)
+        _max_into(requests, allocated)
+        limits: dict[str, Quantity] = {} if infeasible else dict(container.limits)
+        _max_into(limits, _parse(applied.get("limits"), where, ".resources.limits"))
+        return container._replace(requests=requests, limits=limits)
+
+    return (
+        [held(c, n) for c, n in zip(containers, _container_names(spec, "containers"), strict=True)],
+        [
+            held(c, n) if c.restartable else c
+            for c, n in zip(init_containers, _container_names(spec, "initContainers"), strict=True)
+        ],
+    )
 
 
 # -- aggregation (helpers.go) -----------------------------------------------------------------

@@ -1,9 +1,11 @@
 """In-tree admission plugins that run before the webhooks, as in a default kube-apiserver.
 
 ``Priority`` resolves ``priorityClassName`` into ``spec.priority`` and ``preemptionPolicy`` (and
-refuses a priority that disagrees with the class); ``DefaultTolerationSeconds`` adds the
-not-ready/unreachable tolerations, on create and on update. Like the real plugins, they run
-again when the webhooks are reinvoked, so a webhook that changes a pod's class must also set
+refuses a priority that disagrees with the class), gives a pod naming no class the globalDefault
+PriorityClass (the lowest value if several), and lets only one PriorityClass be the
+globalDefault (``plugin/pkg/admission/priority/admission.go``); ``DefaultTolerationSeconds``
+adds the not-ready/unreachable tolerations, on create and on update. Like the real plugins, they
+run again when the webhooks are reinvoked, so a webhook that changes a pod's class must also set
 the matching priority.
 """
 
@@ -101,6 +103,27 @@ def admit_priority(request: PodAdmission, *, lookup: ClassLookup, default: Defau
             "PriorityClass name",
         )
     spec["preemptionPolicy"] = policy
+
+
+def check_single_default(
+    operation: str, priority_class: JSONObject, *, default: DefaultClass
+) -> None:
+    """Only one globalDefault PriorityClass (``validatePriorityClass`` of the Priority plugin)."""
+    if priority_class.get("globalDefault") is not True:
+        return
+    name = (priority_class.get("metadata") or {}).get("name")
+    current = default()
+    if current is None:
+        return
+    current_name = (current.get("metadata") or {}).get("name")
+    if operation == "CREATE" or current_name != name:
+        raise errors.forbidden_request(
+            "scheduling.k8s.io",
+            "priorityclasses",
+            str(name or "Unknown"),
+            f"PriorityClass {current_name} is already marked as default. "
+            "Only one default can exist",
+        )
 
 
 def admit_default_tolerations(request: PodAdmission) -> None:

@@ -3,8 +3,8 @@
 ``pkg/kubeapiserver/options/plugins.go`` (``AllOrderedPlugins``) orders them; of those enabled by
 default and visible to a pod, the mutating ones run LimitRanger, ServiceAccount, Priority,
 DefaultTolerationSeconds, RuntimeClass (all before the mutating webhooks, and again when the
-webhooks are reinvoked), and the validating ones LimitRanger and RuntimeClass (before the
-validating webhooks).
+webhooks are reinvoked), and the validating ones LimitRanger, Priority (which keeps
+PriorityClasses to one globalDefault) and RuntimeClass (before the validating webhooks).
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 from devapi import limitranger, runtimeclass, serviceaccount
 from devapi.admission import AdmissionRequest
-from devapi.intree import PodAdmission, admit_default_tolerations, admit_priority
+from devapi.intree import (
+    PodAdmission,
+    admit_default_tolerations,
+    admit_priority,
+    check_single_default,
+)
 from devapi.types import JSONObject
 
 Plugin = Callable[[AdmissionRequest], None]
@@ -39,7 +44,22 @@ class PodPlugins:
         ]
 
     def validating(self) -> list[Plugin]:
-        return [_pods(self._limit_ranger_validate), _pods(self._runtime_class_validate)]
+        return [
+            _pods(self._limit_ranger_validate),
+            self._single_default_priority_class,
+            _pods(self._runtime_class_validate),
+        ]
+
+    def _single_default_priority_class(self, request: AdmissionRequest) -> None:
+        """The Priority plugin's ``Validate`` of PriorityClasses: one globalDefault at most."""
+        if (
+            (request.group, request.plural) != ("scheduling.k8s.io", "priorityclasses")
+            or request.subresource
+            or request.object is None
+            or request.operation not in ("CREATE", "UPDATE")
+        ):
+            return
+        check_single_default(request.operation, request.object, default=self.default_priority_class)
 
     def _priority(self, pod: PodAdmission) -> None:
         admit_priority(pod, lookup=self.priority_class, default=self.default_priority_class)

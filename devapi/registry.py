@@ -20,9 +20,11 @@ from typing import Any
 
 import orjson
 
+from classifier.quantities import Quantity
 from devapi import errors, gates, meta
 from devapi.admission import AdmissionChain, AdmissionRequest, UserInfo
 from devapi.errors import APIError
+from devapi.kubelet import needs_sync, sync_pod
 from devapi.patching import apply_patch
 from devapi.plugins import PodPlugins
 from devapi.resources import (
@@ -129,12 +131,19 @@ class Registry:
         chain_factory: Callable[[Registry], AdmissionChain],
         conflict_check: ConflictCheck,
         kubelet: bool = True,
+        node_allocatable: Mapping[str, Quantity] | None = None,
         strategies: Mapping[ResourceKey, Callable[[ResourceType], Strategy]] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self._conflict_check = conflict_check
         self._kubelet = kubelet
+        # The simulated kubelet's node (None: large enough for any pod), and the pods whose
+        # status it has to write next (found when they are written, not by scanning them all).
+        self._node_allocatable = node_allocatable
+        self._kubelet_pending: set[tuple[str, str]] = set()
+        # Tests hold the kubelet back to see a pod between its resize and its actuation.
+        self.kubelet_paused = False
         self._strategies: dict[ResourceKey, Strategy] = {}
         self._strategy_factories = dict(strategies or {})
         # More background loops (the simulated controllers), run next to run_controllers'.
@@ -822,6 +831,9 @@ class Registry:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def _after_write(self, rt: ResourceType, stored: JSONObject) -> None:
+        if self._kubelet and rt.key == PODS.key and needs_sync(stored):
+            metadata = stored["metadata"]
+            self._kubelet_pending.add((str(metadata.get("namespace") or ""), metadata["name"]))
         if rt.key == CRDS.key and not (stored.get("metadata") or {}).get("deletionTimestamp"):
             custom = crd_resource_type(stored)
             if custom is not None:
@@ -844,6 +856,7 @@ class Registry:
         """Background controllers: the kubelet's final pod deletion, namespace termination."""
         now = time.time()
         if self._kubelet:
+            self._sync_pods()
             for pod in self.store.scan(PODS.key, _terminating):
                 deadline = meta.parse_timestamp(pod["metadata"].get("deletionTimestamp"))
                 if (
@@ -854,6 +867,19 @@ class Registry:
                     self._force_delete(PODS, pod)
         for ns in self.store.scan(NAMESPACES.key, _terminating):
             self._finalize_namespace(ns)
+
+    def _sync_pods(self) -> None:
+        """The kubelet writes the status of the pods bound to its node (devapi.kubelet)."""
+        if self.kubelet_paused:
+            return
+        pending, self._kubelet_pending = self._kubelet_pending, set()
+        for namespace, name in sorted(pending):
+            pod = self.store.get(PODS.key, namespace, name)
+            if pod is None:
+                continue
+            synced = sync_pod(pod, allocatable=self._node_allocatable)
+            if synced is not None:
+                self._write_ignoring_races(PODS, synced, pod)
 
     def _finalize_namespace(self, ns: JSONObject) -> None:
         name = ns["metadata"]["name"]

@@ -32,6 +32,7 @@ from devapi.caller import WebhookCaller
 from devapi.errors import APIError
 from devapi.events import EVENT_STRATEGIES, EVENT_TYPES
 from devapi.faults import Faults
+from devapi.kubelet import parse_allocatable
 from devapi.manifests import ManifestError, read_documents
 from devapi.registry import Registry
 from devapi.resources import ResourceCatalog
@@ -70,6 +71,7 @@ class DevAPIServer:
         bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
         watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
         kubelet: bool = True,
+        node_allocatable: Mapping[str, str] | None = None,
         tls: bool = False,
         tls_cert_file: Path | str | None = None,
         tls_key_file: Path | str | None = None,
@@ -105,6 +107,9 @@ class DevAPIServer:
             chain_factory=self._chain,
             conflict_check=lambda rt: self.faults.take_conflict(rt.group, rt.plural),
             kubelet=kubelet,
+            node_allocatable=parse_allocatable(node_allocatable)
+            if node_allocatable is not None
+            else None,
             strategies={**EVENT_STRATEGIES, **WORKLOAD_STRATEGIES},
         )
         self.workloads = WorkloadControllers(self.registry, workloads or WorkloadSettings())

@@ -55,6 +55,8 @@ T = TypeVar("T")
 TENANT_LABEL: Final = "tenantgate.io/tenant"
 TIER_LABEL: Final = "tenantgate.io/tier"
 RESERVATION_ANNOTATION: Final = "tenantgate.io/reservation"
+# The tier a dry-run's /mutate chose, for its /validate (set on dry-runs only).
+DRY_RUN_TIER_ANNOTATION: Final = "tenantgate.io/dry-run-tier"
 
 _MISSING: Final = object()
 _DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -279,6 +281,12 @@ class TenantgateConfig(ClassifierConfig):
     reservationTTLSeconds: int = Field(
         default=120, gt=0, description="a reservation not seen stored by then is released"
     )
+    holdTTLSeconds: int = Field(
+        default=15,
+        gt=0,
+        description="a /mutate booking not validated by then is released (webhook timeouts "
+        "plus margin)",
+    )
     ledger: LedgerSpec = Field(default_factory=LedgerSpec)
 
     @field_validator("tenants")
@@ -292,6 +300,16 @@ class TenantgateConfig(ClassifierConfig):
 
 
 # --------------------------------------------------------------------------- compiled policy
+
+
+def global_default_class(classes: Mapping[str, PriorityClassSpec]) -> str | None:
+    """The class the Priority admission plugin gives pods that name none; None: no default.
+
+    As ``getDefaultPriorityClass`` in ``plugin/pkg/admission/priority/admission.go``: of the
+    classes marked ``globalDefault`` (several can exist after a race), the lowest value.
+    """
+    marked = [(spec.value, name) for name, spec in classes.items() if spec.globalDefault]
+    return min(marked)[1] if marked else None
 
 
 # A compile problem has the classifier's shape: the field path it concerns and a message.
@@ -383,6 +401,10 @@ class Policy:
     by_namespace: Mapping[str, TenantPolicy]
     selector_tenants: tuple[TenantPolicy, ...]
     variants: tuple[ClassifierVariant, ...] = ()
+    # How long a /mutate booking waits for /validate (a hold), and the PriorityClass the
+    # Priority plugin writes into pods naming none (the cluster's, else the config's).
+    hold_ttl: float = 15.0
+    global_default: str | None = None
     _selector_cache: dict[tuple[str, frozenset[tuple[str, str]]], Any] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -432,7 +454,15 @@ class Policy:
             by_namespace={ns: tenants[t.name] for ns, t in self.by_namespace.items()},
             selector_tenants=tuple(tenants[t.name] for t in self.selector_tenants),
             variants=variants,
+            hold_ttl=self.hold_ttl,
+            global_default=self.global_default,
         )
+
+    def with_global_default(self, name: str | None) -> Policy:
+        """This policy with another global default PriorityClass (the cluster's)."""
+        if name == self.global_default:
+            return self
+        return replace(self, global_default=name)
 
     def tenant_for(
         self, namespace: str, labels: Mapping[str, str] | None = None
@@ -661,4 +691,7 @@ def compile_policy(config: TenantgateConfig) -> Policy:
         by_namespace=by_namespace,
         selector_tenants=tuple(selector_tenants),
         variants=tuple(variants),
+        # A hold never outlives the reservation it becomes.
+        hold_ttl=float(min(config.holdTTLSeconds, config.reservationTTLSeconds)),
+        global_default=global_default_class(classes),
     )

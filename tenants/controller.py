@@ -46,6 +46,7 @@ from tenants.ledger import (
     cancel,
     confirm,
     expire,
+    recharge,
     release,
 )
 
@@ -144,7 +145,7 @@ class AmountInterner:
     def request(self, pod: Mapping[str, Any]) -> Amounts:
         """The pod's shared amounts (without and with limits) and why it is invalid (None when
         valid), remembered by spec."""
-        key = _request_key(podview.spec(pod))
+        key = _request_key(pod)
         known = self._requests.get(key) if key is not None else None
         if known is not None:
             return known
@@ -160,8 +161,10 @@ Amounts = tuple[Mapping[str, Quantity], Mapping[str, Quantity] | None, str | Non
 
 def _request(pod: Mapping[str, Any], intern: AmountInterner | None) -> Amounts:
     try:
-        computed = pod_requests(pod)
-        limits = pod_limit_usage(pod)
+        # What the pod holds, as the quota evaluator charges it: after an in-place resize its
+        # containers' status counts too (PodRequests with UseStatusResources).
+        computed = pod_requests(pod, use_status=True)
+        limits = pod_limit_usage(pod, use_status=True)
     except PodResourceError as exc:
         return _ONE_POD, None, str(exc)
     limited = {**computed, **limits} if limits else None
@@ -187,13 +190,50 @@ def _container_key(items: Any) -> list[Any] | None:
     ]
 
 
-def _request_key(spec: Mapping[str, Any]) -> bytes | None:
-    """Every field of ``spec`` that :func:`pod_requests` reads, serialized; None if it cannot be.
+def _container_names(items: Any) -> list[Any] | None:
+    if not isinstance(items, list):
+        return None
+    return [item.get("name") if isinstance(item, dict) else 0 for item in items]
+
+
+def _status_key(status: Mapping[str, Any]) -> list[Any] | None:
+    """What :func:`pod_requests` reads of a pod's status (containers' resources, the resize
+    condition); None for a status without container statuses (a pod not started yet)."""
+    containers = status.get("containerStatuses")
+    init_containers = status.get("initContainerStatuses")
+    if not containers and not init_containers:
+        return None
+    return [
+        [
+            [item.get("name"), item.get("resources"), item.get("allocatedResources")]
+            if isinstance(item, dict)
+            else 0
+            for item in (items if isinstance(items, list) else ())
+        ]
+        for items in (containers, init_containers)
+    ] + [_resize_pending(status.get("conditions"))]
+
+
+def _resize_pending(conditions: Any) -> Any:
+    """The reason of the first ``PodResizePending`` condition (the rest differ pod by pod)."""
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == "PodResizePending":
+            return condition.get("reason")
+    return None
+
+
+def _request_key(pod: Mapping[str, Any]) -> bytes | None:
+    """Every field of ``pod`` that :func:`pod_requests` reads, serialized; None if it cannot be.
 
     Serializing keeps the field types apart (``"1"`` and ``1`` are different keys), as
     :func:`pod_requests` does when it reads them; anything but parsed JSON (a date, a
     subclass, a huge integer) is not written, so such a pod is computed every time.
     """
+    spec = podview.spec(pod)
+    status = _status_key(podview.obj(pod.get("status")))
+    if status is not None:
+        # Statuses are matched to containers by name.
+        status.append([_container_names(spec.get(f)) for f in ("containers", "initContainers")])
     try:
         return orjson.dumps(
             [
@@ -201,6 +241,7 @@ def _request_key(spec: Mapping[str, Any]) -> bytes | None:
                 _container_key(spec.get("initContainers")),
                 spec.get("resources"),
                 spec.get("overhead"),
+                status,
             ],
             option=_KEY_OPTIONS,
         )
@@ -300,6 +341,19 @@ def charge_pod(
     if len(charged.reservations) < len(ledger.reservations):
         return charged, "confirmed"
     return charged, "late" if facts.reservation is not None else "unadmitted"
+
+
+def recharge_pod(
+    ledger: TenantLedger, facts: PodFacts, *, limits: bool = False
+) -> tuple[TenantLedger, bool]:
+    """Set a charged pod's charge to what it holds now (``facts.charged``), same tier.
+
+    ``limits``: the tenant has a limits quota, so the charge includes the pod's limits.
+    Idempotent: a charge /validate already grew for a resize is left as it is. Returns whether
+    the charge changed; a pod not charged (its reservation not yet confirmed) is left alone.
+    """
+    recharged = recharge(ledger, pod_uid=facts.uid, amount=facts.charged(limits=limits))
+    return recharged, recharged is not ledger
 
 
 def release_pod(ledger: TenantLedger, facts: PodFacts) -> tuple[TenantLedger, Charge | None]:
@@ -509,6 +563,7 @@ def _differing(
     burst_class = policy.burst_class
     empty = {name: TenantLedger(name) for name in policy.tenants if name not in ledgers}
     tallies = {name: _Tally() for name in policy.tenants}
+    limited = {name: tenant.quota.has_limits for name, tenant in policy.tenants.items()}
     tenant_cache: dict[str, str | None] = {}
     for uid, facts in pods:
         namespace = facts.namespace
@@ -533,7 +588,7 @@ def _differing(
         if not counted:
             continue
         tier = facts.tier(burst_class)
-        amount = facts.amount
+        amount = facts.charged(limits=limited[tenant])
         group = tally.groups.get((tier, id(amount)))
         if group is None:
             tally.groups[(tier, id(amount))] = [amount, 1]
@@ -660,6 +715,20 @@ class LedgerController:
         members = self._by_namespace[facts.namespace]
         charged = members[uid]
         if tenant == charged:
+            if (
+                tenant is not None
+                and known is not None
+                and (
+                    known.amount is not facts.amount
+                    or known.limited_amount is not facts.limited_amount
+                )
+            ):
+                # An in-place resize changed what the pod holds (its spec, or the kubelet's
+                # allocated and actual resources): its charge follows.
+                limits = self._policy.tenants[tenant].quota.has_limits
+                self._store.update(
+                    tenant, lambda ledger: recharge_pod(ledger, facts, limits=limits)
+                )
             return
         carry = None
         if charged is not None:
@@ -1090,6 +1159,7 @@ __all__ = [
     "charge_pod",
     "find_drift",
     "pod_facts",
+    "recharge_pod",
     "release_pod",
     "usage_drift",
 ]

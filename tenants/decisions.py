@@ -32,6 +32,7 @@ from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
 from tenants.bounds import bounds_violations, missing_limits
 from tenants.config import (
+    DRY_RUN_TIER_ANNOTATION,
     RESERVATION_ANNOTATION,
     TENANT_LABEL,
     TIER_LABEL,
@@ -46,6 +47,7 @@ from tenants.ledger import (
     Tier,
     book,
     cancel,
+    expire,
     resize,
     top_up,
 )
@@ -110,12 +112,15 @@ def book_for_mutate(
     now: float,
     ttl: float,
 ) -> tuple[TenantLedger, Booking]:
-    """Pick the tier and book, re-using the pod's reservation on re-invocation.
+    """Pick the tier and book a hold, re-using the pod's own hold on re-invocation.
 
-    A reservation named by the pod and not yet bound to a stored pod is this admission's own
-    (the webhook was re-invoked): it is released and booked again under the same id with the
-    new request, so the tier can follow resources another webhook changed. A denied
-    re-invocation releases it.
+    The booking is a *hold* that expires ``ttl`` seconds from ``now`` (the policy's short hold
+    TTL): a later admission step may still refuse the pod, and only /validate turns the hold
+    into a reservation. A hold named by the pod is this admission's own (the webhook was
+    re-invoked): it is released and booked again under the same id with the new request, so
+    the tier can follow resources another webhook changed. A denied re-invocation releases
+    it. When the request does not fit, holds past their TTL that the sweep has not removed yet
+    are released first and the check is made again.
     """
     base = ledger
     reservation_id: str | None = None
@@ -135,11 +140,31 @@ def book_for_mutate(
             reservation_id = _free_id(ledger, derived_id)
     decision = check(tenant.quota, base, request)
     if decision.tier is None:
+        base, decision = _recheck_without_stale_holds(tenant, base, request, now=now)
+    if decision.tier is None:
         return base, Booking(decision, reservation_id, base)
     after = book(
         base, reservation_id=reservation_id, tier=decision.tier, amount=request, now=now, ttl=ttl
     )
     return after, Booking(decision, reservation_id, after)
+
+
+def _recheck_without_stale_holds(
+    tenant: TenantPolicy, ledger: TenantLedger, request: Mapping[str, Quantity], *, now: float
+) -> tuple[TenantLedger, Decision]:
+    """The check again, once holds past their TTL are released; the ledger it was made on.
+
+    Only a denial pays for this scan: an admission that fits never looks at the holds.
+    """
+    fresh, expired = expire(ledger, now=now, only_unbound=True)
+    if expired:
+        logger.info(
+            "tenant %s: %d holds past their TTL released before checking a request",
+            tenant.name,
+            len(expired),
+            extra={"tenant": tenant.name, "holds": len(expired)},
+        )
+    return fresh, check(tenant.quota, fresh, request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +215,18 @@ def confirm_for_validate(
     dry_run: bool,
     now: float,
     ttl: float,
+    mutated_tier: Tier | None = None,
 ) -> tuple[TenantLedger, Confirmation]:
-    """Check the final pod against its reservation; top up, bind, or book here.
+    """Check the final pod against its hold; top up, bind, or book here.
 
-    The reservation is bound to ``pod_uid`` so that it can never admit a second pod. When the
-    pod is denied, its reservation is released at once: the pod will never be stored.
+    The hold is bound to ``pod_uid`` so that it can never admit a second pod, and becomes a
+    reservation: it now expires ``ttl`` seconds from ``now`` (the reservation TTL), the time
+    the stored pod has to be seen. When the pod is denied, its hold is released at once: the
+    pod will never be stored.
+
+    A dry-run booked nothing at /mutate, so no hold is found: ``mutated_tier`` is the tier its
+    /mutate chose (the caller reads it from the object on dry-runs only), and the pod is judged
+    as /mutate judged it, whatever real pods took meanwhile.
     """
     # The pod's own booking: bound to it already (a retried request), else the one its
     # annotation names if no other pod took it.
@@ -231,29 +263,49 @@ def confirm_for_validate(
                     ),
                 )
         if delta or reservation.pod_uid != pod_uid:
-            ledger = top_up(ledger, reservation_id=reservation.id, amount=request, pod_uid=pod_uid)
+            ledger = top_up(
+                ledger,
+                reservation_id=reservation.id,
+                amount=request,
+                pod_uid=pod_uid,
+                expires_at=now + ttl if reservation.pod_uid is None else None,
+            )
         return ledger, Confirmation(reservation.tier)
 
+    if dry_run and mutated_tier is not None and label_tier == mutated_tier:
+        # This dry-run's /mutate chose the tier and booked nothing: answer as it did, never
+        # with a check a real pod may have made fail since.
+        if mutated_tier == "burst" and priority_class != burst_class:
+            return ledger, Confirmation(
+                None, _burst_class_denial(tenant, burst_class, priority_class)
+            )
+        return ledger, Confirmation(mutated_tier)
     decision = check(tenant.quota, ledger, request)
+    if decision.tier is None:
+        ledger, decision = _recheck_without_stale_holds(tenant, ledger, request, now=now)
     if decision.tier is None:
         return ledger, Confirmation(
             None, Verdict.deny(denial_message(tenant.name, decision), cause="over_quota")
         )
-    if dry_run and reservation_id is not None and label_tier == decision.tier:
-        # A dry-run mutate chose this tier and booked nothing: answer as the real run would.
-        if decision.tier == "burst" and priority_class != burst_class:
-            return ledger, Confirmation(
-                None, _burst_class_denial(tenant, burst_class, priority_class)
-            )
-        return ledger, Confirmation(decision.tier)
     if decision.tier != "guaranteed" or label_tier not in (None, "guaranteed"):
-        return ledger, Confirmation(
-            None,
-            _retry(
+        if (
+            reservation_id is not None
+            and reservation_id not in ledger.reservations
+            and label_tier is not None
+            and not dry_run
+        ):
+            # /mutate did run and its hold is gone: it expired before this webhook was called.
+            message = (
+                f"the quota hold {reservation_id} of pod {pod_name} (tenant {tenant.name}) "
+                "expired before the validating webhook ran, and the pod does not fit the "
+                "guarantee; retry (if this repeats, raise holdTTLSeconds)"
+            )
+        else:
+            message = (
                 f"pod {pod_name} of tenant {tenant.name} was not classified by the mutating "
                 "webhook (it holds no reservation and does not fit the guarantee); retry"
-            ),
-        )
+            )
+        return ledger, Confirmation(None, _retry(message))
     reservation_id = (
         reservation_id
         if reservation_id is not None and reservation_id not in ledger.reservations
@@ -288,12 +340,37 @@ def apply_container_defaults(
     ]
 
 
+_PRIORITY_FIELDS: Final = ("priorityClassName", "priority", "preemptionPolicy")
+
+
+def _without_default_class(pod: JSONObject, global_default: str | None) -> JSONObject:
+    """``pod`` as its author wrote it when it carries the cluster's global default class.
+
+    The Priority admission plugin runs before any webhook and writes the globalDefault class
+    (with its priority and preemption policy) into every pod that names none
+    (``admitPod`` in ``plugin/pkg/admission/priority/admission.go``): such a pod asked for no
+    class, and is planned as one without. A shallow copy; ``pod`` itself is not changed.
+    """
+    spec = pod.get("spec")
+    if (
+        global_default is None
+        or not isinstance(spec, dict)
+        or spec.get("priorityClassName") != global_default
+    ):
+        return pod
+    bare = dict(pod)
+    bare["spec"] = {key: value for key, value in spec.items() if key not in _PRIORITY_FIELDS}
+    return bare
+
+
 def _meta_string(pod: Mapping[str, Any], field: str, key: str) -> str | None:
     """``podview.labels(pod).get(key)`` (or annotations) without copying the whole map."""
     return podview.string(podview.obj(podview.metadata(pod).get(field)).get(key))
 
 
-def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservation_id: str) -> None:
+def _set_managed_metadata(
+    pod: JSONObject, *, tenant: str, tier: str, reservation_id: str, dry_run: bool
+) -> None:
     # Classifier.plan gave the metadata, labels and annotations dicts their own copies.
     meta = pod.get("metadata")
     if not isinstance(meta, dict):
@@ -310,6 +387,12 @@ def _set_managed_metadata(pod: JSONObject, *, tenant: str, tier: str, reservatio
         annotations = {}
         meta["annotations"] = annotations
     annotations[RESERVATION_ANNOTATION] = reservation_id
+    # A dry-run's decision travels in the object to its /validate (nothing was booked); a
+    # real pod never carries it, whoever wrote it.
+    if dry_run:
+        annotations[DRY_RUN_TIER_ANNOTATION] = tier
+    else:
+        annotations.pop(DRY_RUN_TIER_ANNOTATION, None)
 
 
 def _exact_request(pod: Mapping[str, Any], *, limits: bool) -> Mapping[str, Quantity] | Verdict:
@@ -348,6 +431,16 @@ def _shape_denial(tenant: TenantPolicy, pod: Mapping[str, Any], pod_name: str) -
         if found:
             return Verdict.deny("; ".join(found), cause="container_bounds")
     return None
+
+
+def _held(pod: Mapping[str, Any], *, limits: bool) -> dict[str, Quantity]:
+    """What a running pod holds, as its containers' status says (allocated and actual
+    resources, ``UseStatusResources``): its requests, and its ``limits.*`` usage when the
+    tenant has a limits quota. Raises :class:`PodResourceError`."""
+    held = pod_requests(pod, use_status=True)
+    if limits:
+        held.update(pod_limit_usage(pod, use_status=True))
+    return held
 
 
 def _checked(amount: Mapping[str, Quantity]) -> Mapping[str, Quantity] | Verdict:
@@ -464,6 +557,7 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
+        pod = _without_default_class(pod, policy.global_default)
 
         try:
             plan = tenant.classifier.plan(
@@ -528,7 +622,7 @@ class PolicyAdmitter:
                 existing_id=existing,
                 derived_id=reservation_id_for(request.uid),
                 now=now,
-                ttl=policy.reservation_ttl,
+                ttl=policy.hold_ttl,
             ),
             commit=not request.dry_run,
         )
@@ -553,7 +647,11 @@ class PolicyAdmitter:
                 class_name = tenant.guaranteed_class
         set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
         _set_managed_metadata(
-            mutated, tenant=tenant.name, tier=tier, reservation_id=booking.reservation_id
+            mutated,
+            tenant=tenant.name,
+            tier=tier,
+            reservation_id=booking.reservation_id,
+            dry_run=request.dry_run,
         )
         warnings.extend(self._tier_warnings(tenant, booking, amount, class_name))
         return Verdict(
@@ -687,6 +785,10 @@ class PolicyAdmitter:
             return amount
         spec = podview.spec(pod)
         class_name = podview.string(spec.get("priorityClassName")) or None
+        if class_name == policy.global_default and class_name not in tenant.allowed_classes:
+            # The Priority plugin's default, written into a pod that named no class (and that
+            # /mutate did not see): the pod asked for nothing.
+            class_name = None
         if class_name is not None:
             if class_name not in tenant.allowed_classes:
                 return Verdict.deny(self._class_denial(tenant, class_name), cause="priority_class")
@@ -715,6 +817,14 @@ class PolicyAdmitter:
         if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
             reservation_id = None
         label_tier = _meta_string(pod, "labels", TIER_LABEL)
+        # Only a dry-run's own /mutate writes it (and /mutate strips it from real requests): a
+        # real request never reads it, so forging it gains nothing.
+        mutated = _meta_string(pod, "annotations", DRY_RUN_TIER_ANNOTATION)
+        mutated_tier: Tier | None = None
+        if request.dry_run and mutated == "guaranteed":
+            mutated_tier = "guaranteed"
+        elif request.dry_run and mutated == "burst":
+            mutated_tier = "burst"
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
         confirmation = await self._ledger.transact(
             tenant.name,
@@ -732,6 +842,7 @@ class PolicyAdmitter:
                 dry_run=request.dry_run,
                 now=now,
                 ttl=policy.reservation_ttl,
+                mutated_tier=mutated_tier,
             ),
             commit=not request.dry_run,
         )
@@ -778,14 +889,19 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
+        # What the pod holds before and after: an in-place resize is charged as the quota
+        # evaluator charges it, from the spec and the containers' allocated and actual
+        # resources (UseStatusResources), so a shrink frees nothing until the kubelet applies
+        # it, and growth is charged only above what is already held.
         limits = tenant.quota.has_limits
-        new_amount = _exact_request(pod, limits=limits)
-        if isinstance(new_amount, Verdict):
-            return new_amount
         try:
-            old_amount = pod_usage(old) if limits else pod_requests(old)
+            new_amount = _held(pod, limits=limits)
+            old_amount = _held(old, limits=limits)
         except PodResourceError as exc:
             return _bad_request(str(exc))
+        checked = _checked(new_amount)
+        if isinstance(checked, Verdict):
+            return checked
         delta = _delta(new_amount, old_amount)
         if not delta:
             return Verdict.allow()

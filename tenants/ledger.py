@@ -59,7 +59,9 @@ class Reservation:
     """Usage booked at admission for a pod not yet seen stored; expires at ``expires_at``.
 
     ``pod_uid`` is set when the validating webhook binds the reservation to the pod it admits,
-    so that one reservation can never admit two pods.
+    so that one reservation can never admit two pods. Until then the booking is a *hold*
+    (:attr:`held`): the mutating webhook made it and a later admission step may still refuse
+    the pod, so it expires after the short hold TTL; binding gives it the reservation TTL.
     """
 
     id: str
@@ -68,6 +70,11 @@ class Reservation:
     created_at: float
     expires_at: float
     pod_uid: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this is a hold: booked by /mutate, not yet validated (bound to a pod)."""
+        return self.pod_uid is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,11 +253,13 @@ def top_up(
     reservation_id: str,
     amount: Mapping[str, Quantity],
     pod_uid: str | None = None,
+    expires_at: float | None = None,
 ) -> TenantLedger:
     """Set a reservation's amount to exactly ``amount`` (growing or shrinking it), same tier.
 
-    ``pod_uid`` also binds the reservation when given. Whether growth fits is the caller's
-    check (``quota.check_growth``): this only books.
+    ``pod_uid`` also binds the reservation when given, and ``expires_at`` moves its expiry (a
+    hold becoming a reservation). Whether growth fits is the caller's check
+    (``quota.check_growth``): this only books.
     """
     reservation = _reservation(ledger, reservation_id)
     bound: Map[str, str] | None = None
@@ -264,7 +273,7 @@ def top_up(
         reservation.tier,
         dict(amount),
         reservation.created_at,
-        reservation.expires_at,
+        reservation.expires_at if expires_at is None else expires_at,
         new_pod_uid,
     )
     reservations = ledger.reservations.set(reservation_id, updated)
@@ -393,6 +402,22 @@ def resize(
         amount = _combine(reservation.amount, delta, 1)
         return top_up(ledger, reservation_id=reservation.id, amount=amount), True
     return ledger, False
+
+
+def recharge(ledger: TenantLedger, *, pod_uid: str, amount: Mapping[str, Quantity]) -> TenantLedger:
+    """Set a stored pod's charge to exactly ``amount`` (same tier), its usage following.
+
+    For what a pod holds changing after admission (an in-place resize the kubelet applied or
+    found infeasible). A pod without a charge is left alone.
+    """
+    charge = ledger.charges.get(pod_uid)
+    if charge is None or charge.amount == amount:
+        return ledger
+    charges = ledger.charges.set(pod_uid, Charge(charge.tier, amount))
+    delta = _difference(amount, charge.amount)
+    if not delta:
+        return _ledger(ledger, charges=charges)
+    return _charge_usage(ledger, charge.tier, delta, 1, charges=charges)
 
 
 def expire(
@@ -674,6 +699,7 @@ __all__ = [
     "ledger_from_json",
     "ledger_from_usage",
     "ledger_to_json",
+    "recharge",
     "release",
     "resize",
     "top_up",

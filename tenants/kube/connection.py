@@ -31,10 +31,14 @@ import msgspec
 import orjson
 
 from tenants.kube.errors import KubeConfigError, KubeError, from_status, wrap
+from tenants.kube.ledgerstore import GROUP as LEDGER_GROUP
+from tenants.kube.ledgerstore import PLURAL as LEDGER_PLURAL
+from tenants.kube.ledgerstore import VERSION as LEDGER_VERSION
 
 logger = logging.getLogger(__name__)
 
-Resource = Literal["pods", "namespaces", "priorityclasses"]
+Resource = Literal["pods", "namespaces", "priorityclasses", "tenantledgers"]
+# What ClusterSync watches; tenantledgers are watched by tenants.kube.ledgerwatch.
 RESOURCES: Final[tuple[Resource, ...]] = ("namespaces", "priorityclasses", "pods")
 
 Mode = Literal["kubeconfig", "in-cluster", "offline"]
@@ -58,6 +62,7 @@ class _PodMetadata(TypedDict, total=False):
 
 
 class _PodContainer(TypedDict, total=False):
+    name: Any
     resources: Any
     restartPolicy: Any
 
@@ -70,8 +75,22 @@ class _PodSpec(TypedDict, total=False):
     priorityClassName: Any
 
 
+class _PodContainerStatus(TypedDict, total=False):
+    name: Any
+    resources: Any
+    allocatedResources: Any
+
+
+class _PodCondition(TypedDict, total=False):
+    type: Any
+    reason: Any
+
+
 class _PodStatus(TypedDict, total=False):
     phase: Any
+    containerStatuses: list[_PodContainerStatus] | None
+    initContainerStatuses: list[_PodContainerStatus] | None
+    conditions: list[_PodCondition] | None
 
 
 class PodItem(TypedDict, total=False):
@@ -156,7 +175,22 @@ _CALLS: Final[Mapping[Resource, _Calls]] = {
     "pods": _Calls("core", "list_pod_for_all_namespaces"),
     "namespaces": _Calls("core", "list_namespace"),
     "priorityclasses": _Calls("scheduling", "list_priority_class"),
+    "tenantledgers": _Calls("ledgers", "list"),
 }
+
+
+class _TenantLedgers:
+    """List and watch calls for the cluster-scoped TenantLedger objects (a custom resource)."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client
+
+        self._api = client.CustomObjectsApi(api_client)
+
+    def list(self, **kwargs: Any) -> Any:
+        return self._api.list_cluster_custom_object(
+            LEDGER_GROUP, LEDGER_VERSION, LEDGER_PLURAL, **kwargs
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +212,7 @@ class Connection:
         self._api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.scheduling = client.SchedulingV1Api(api_client)
+        self.ledgers = _TenantLedgers(api_client)
 
     @classmethod
     def open(cls, target: ClusterTarget, *, context: str | None = None) -> Connection:

@@ -144,7 +144,7 @@ class KubeLedgerClient:
             )
         except KubeNotFound:
             return None
-        return _stored(document, name)
+        return stored_ledger(document, name)
 
     def create(self, name: str) -> StoredLedger:
         body = {
@@ -156,7 +156,7 @@ class KubeLedgerClient:
         document = self._call(
             f"create {PLURAL}/{name}", self._api.create_cluster_custom_object, body
         )
-        return _stored(document, name)
+        return stored_ledger(document, name)
 
     def write_status(
         self, name: str, status: Mapping[str, Any], *, resource_version: str
@@ -174,19 +174,20 @@ class KubeLedgerClient:
             name,
             body,
         )
-        return _stored(document, name)
+        return stored_ledger(document, name)
 
     def list(self) -> list[StoredLedger]:
         document = self._call(f"list {PLURAL}", self._api.list_cluster_custom_object)
         items = document.get("items")
         return [
-            _stored(item, "")
+            stored_ledger(item, "")
             for item in (items if isinstance(items, list) else [])
             if isinstance(item, dict)
         ]
 
 
-def _stored(document: Mapping[str, Any], name: str) -> StoredLedger:
+def stored_ledger(document: Mapping[str, Any], name: str) -> StoredLedger:
+    """A TenantLedger object as read, listed or watched (``name`` when it names none)."""
     metadata = document.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     version = metadata.get("resourceVersion")
@@ -197,6 +198,15 @@ def _stored(document: Mapping[str, Any], name: str) -> StoredLedger:
         resource_version=version if isinstance(version, str) else "",
         status=status if isinstance(status, dict) else None,
     )
+
+
+def _older(version: str, than: str) -> bool:
+    """Whether resourceVersion ``version`` is before ``than``.
+
+    Resource versions are opaque, but the API server's are etcd revisions: integers that only
+    grow. Anything else is never taken as older.
+    """
+    return version.isdigit() and than.isdigit() and int(version) < int(than)
 
 
 # --------------------------------------------------------------------------- policy, stats
@@ -240,6 +250,7 @@ class StoreStats:
     unavailable: int = 0  # changes failed because the API server could not be reached
     replays: int = 0  # controller changes written by the lease holder
     replays_dropped: int = 0  # controller changes not written: this replica stopped leading
+    observed: int = 0  # TenantLedger objects taken from the watch into the view
 
     @property
     def retries(self) -> int:
@@ -489,6 +500,30 @@ class KubeLedgerStore:
                 await self.refresh()
             except KubeError as exc:
                 logger.warning("cannot refresh the tenant ledgers: %s", exc)
+
+    def observe(self, stored: StoredLedger) -> None:
+        """A TenantLedger object as the watch delivered it: the view follows it.
+
+        Call on the event-loop thread (:class:`~tenants.kube.ledgerwatch.LedgerWatch`). Every
+        replica's ``/status`` and metrics then show what any replica wrote, within a watch
+        event. An object older than what this replica wrote or read itself is ignored.
+        """
+        if not stored.name:
+            return
+        known = self._known.get(stored.name)
+        if known is not None and _older(stored.resource_version, known.resource_version):
+            return
+        try:
+            ledger = self._parse(stored)
+        except _Unavailable as exc:
+            logger.error("%s", exc.error.message)
+            return
+        self._known[stored.name] = _Known(stored.resource_version, ledger)
+        self.stats.observed += 1
+
+    def forget(self, name: str) -> None:
+        """The TenantLedger object is gone (deleted): the view drops it."""
+        self._known.pop(name, None)
 
     # -- the controller's synchronous view -----------------------------------------------
 
@@ -797,8 +832,8 @@ class KubeLedgerStore:
         return written
 
     def _remember(self, tenant: str, written: StoredLedger, ledger: TenantLedger) -> None:
-        stored_ledger = replace(ledger, charges=_NO_CHARGES)
-        self._known[tenant] = _Known(written.resource_version, stored_ledger)
+        as_stored = replace(ledger, charges=_NO_CHARGES)
+        self._known[tenant] = _Known(written.resource_version, as_stored)
         if self._leading:
             self._charges[tenant] = ledger.charges
         queue = self._queues.get(tenant)
@@ -866,6 +901,7 @@ _COUNTERS: Final = (
     ("ledger_group_commit_changes", "batched_changes", "Changes in group commits, retries too."),
     ("ledger_controller_changes_written", "replays", "Controller changes written as leader."),
     ("ledger_controller_changes_dropped", "replays_dropped", "Controller changes not written."),
+    ("ledger_watch_updates", "observed", "TenantLedger objects taken from the watch."),
 )
 
 
@@ -910,4 +946,5 @@ __all__ = [
     "StoreStats",
     "StoredLedger",
     "rebase",
+    "stored_ledger",
 ]

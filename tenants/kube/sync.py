@@ -4,9 +4,10 @@
 and priority classes are listed first; pods wait for the namespaces, so that the first pod
 list is charged to the right ``namespaceSelector`` tenants in one pass. Every change reaches
 the :class:`~tenants.controller.LedgerController` on the event-loop thread. Priority classes
-are kept as a table (name -> value and preemption policy) handed to ``on_priority_classes``
-whenever it changes. ``synced`` turns true once all three first lists have been applied, and
-stays true across reconnections and relists (the ledger is still right meanwhile).
+are kept as a table (name -> value, preemption policy and whether it is the cluster's
+globalDefault) handed to ``on_priority_classes`` whenever it changes. ``synced`` turns true
+once all three first lists have been applied, and stays true across reconnections and relists
+(the ledger is still right meanwhile).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def priority_class_item(obj: Mapping[str, Any]) -> PriorityClassItem | None:
         fields["preemptionPolicy"] = obj["preemptionPolicy"]
     if isinstance(obj.get("description"), str):
         fields["description"] = obj["description"]
+    if obj.get("globalDefault") is True:
+        fields["globalDefault"] = True
     try:
         return PriorityClassItem(name, PriorityClassSpec.model_validate(fields))
     except ValidationError:

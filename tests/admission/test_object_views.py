@@ -141,6 +141,8 @@ def test_validation_reads_nothing_the_view_leaves_out(
     for index, pair in enumerate(workload.pairs):
         _mutated(admitter, pair, index)
         for request in _requests(pair, index, "whole"):
+            if request.sub_resource == "resize":
+                continue  # a resize is decoded whole: it is judged on the status too
             traced = replace(
                 request,
                 object=_traced(request.object, (), reads),
@@ -298,3 +300,18 @@ def test_mutating_the_view_patches_the_whole_pod_the_same(
         } <= rules
     for tenant in generated.policy.tenants:
         assert view.ledger.get(tenant) == whole.ledger.get(tenant)
+
+
+def test_a_resize_is_decoded_whole(workload: Workload) -> None:
+    """An in-place resize is charged from the containers' status as well (UseStatusResources)."""
+    _, validate_body = workload.pairs[0].bodies(pair_ids(1, 0))
+    document = orjson.loads(validate_body)
+    request = document["request"]
+    request.update(operation="UPDATE", subResource="resize", oldObject=request["object"])
+    request["object"]["status"] = {"containerStatuses": [{"name": "x", "resources": {}}]}
+    body = orjson.dumps(document)
+    assert "status" in (decode_review(body, objects="validation").request.object or {})
+    request["subResource"] = ""
+    assert "status" not in (
+        decode_review(orjson.dumps(document), objects="validation").request.object or {}
+    )

@@ -82,6 +82,7 @@ def test_the_status_document_has_every_tenant_with_canonical_quantities() -> Non
                 "ceiling": {"nvidia.com/gpu": "6"},
                 "used": {"guaranteed": {}, "burst": {}},
                 "reservations": 0,
+                "holds": 0,
                 "pods": 0,
             },
             "team-a": {
@@ -92,6 +93,7 @@ def test_the_status_document_has_every_tenant_with_canonical_quantities() -> Non
                     "burst": {"cpu": "1500m"},
                 },
                 "reservations": 1,
+                "holds": 1,
                 "pods": 0,
             },
         },

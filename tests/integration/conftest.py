@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from admission.runtime import Timings
 from admission.settings import Settings
 from devapi import DevAPIServer
 from tests.integration.harness import (
-    WEBHOOKS,
+    MANIFESTS,
     RejectingWebhook,
     Tenantgate,
     api_client,
@@ -55,12 +56,7 @@ QUIET = Timings(
 
 @pytest.fixture
 def devapi() -> Iterator[DevAPIServer]:
-    manifests = [
-        WEBHOOKS / "namespace.yaml",
-        WEBHOOKS / "priorityclass-tenant-burst.yaml",
-        WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
-    ]
-    with DevAPIServer(bookmark_interval=0.2, manifests=manifests) as server:
+    with DevAPIServer(bookmark_interval=0.2, manifests=MANIFESTS) as server:
         yield server
 
 
@@ -107,8 +103,8 @@ def start_tenantgate(
     """Start tenantgate, register its webhooks, wait until ready; stopped after the test."""
     running: list[Tenantgate] = []
 
-    def start(timings: Timings = QUIET) -> Tenantgate:
-        tenantgate = Tenantgate(settings, timings=timings).start()
+    def start(timings: Timings = QUIET, clock: Callable[[], float] = time.time) -> Tenantgate:
+        tenantgate = Tenantgate(settings, timings=timings, clock=clock).start()
         running.append(tenantgate)
         register_webhooks(
             kubeconfig,

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,6 +38,12 @@ from admission.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOKS = ROOT / "deploy" / "webhooks"
+# What the test API server starts with: tenantgate's namespace and priority classes.
+MANIFESTS = (
+    WEBHOOKS / "namespace.yaml",
+    WEBHOOKS / "priorityclass-tenant-burst.yaml",
+    WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
+)
 WAIT = 60.0
 T = TypeVar("T")
 
@@ -80,9 +87,16 @@ def _abort_lingering_transports() -> None:
 class Tenantgate:
     """``tenantgate serve`` in this process: the real server, runtime and TLS, in a thread."""
 
-    def __init__(self, settings: Settings, *, timings: Timings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        timings: Timings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self.timings = timings
+        self.clock = clock
         self.runtime: Runtime | None = None
         self.endpoints: Endpoints | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -95,7 +109,7 @@ class Tenantgate:
 
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
-            runtime = build_runtime(self.settings, timings=self.timings)
+            runtime = build_runtime(self.settings, timings=self.timings, clock=self.clock)
             self.runtime = runtime
             server = WebhookServer(
                 self.settings,
@@ -232,6 +246,49 @@ def register_webhooks(kubeconfig: Path, *, url: str, ca_bundle: bytes) -> None:
         api.close()
 
 
+@dataclass
+class HTTPSApp:
+    """An app served over TLS on 127.0.0.1 (port 0) in its own thread: another webhook."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+    port: int
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(WAIT)
+
+
+def serve_https(app: Starlette, paths: certs.MaterialPaths, *, what: str) -> HTTPSApp:
+    """Serve ``app`` with the serving certificate of ``paths``; returns once it listens."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            ssl_certfile=str(paths.tls_cert),
+            ssl_keyfile=str(paths.tls_key),
+            timeout_graceful_shutdown=1,
+        )
+    )
+
+    async def serve() -> None:
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            _abort_lingering_transports()
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+    thread.start()
+    eventually(lambda: server.started, what)
+    return HTTPSApp(server, thread, sock.getsockname()[1])
+
+
 class RejectingWebhook:
     """A validating webhook (HTTPS, port 0) besides tenantgate's: denies the creation, or the
     resize, of pods labelled ``reject: "yes"``."""
@@ -257,34 +314,12 @@ class RejectingWebhook:
         return Response(orjson.dumps(body), media_type="application/json")
 
     def start(self, kubeconfig: Path) -> RejectingWebhook:
-        import socket
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/reject", self._review, methods=["POST"])])
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                log_config=None,
-                access_log=False,
-                ssl_certfile=str(self._paths.tls_cert),
-                ssl_keyfile=str(self._paths.tls_key),
-                timeout_graceful_shutdown=1,
-            )
+        served = serve_https(
+            Starlette(routes=[Route("/reject", self._review, methods=["POST"])]),
+            self._paths,
+            what="the rejecting webhook",
         )
-        self._server = server
-
-        async def serve() -> None:
-            try:
-                await server.serve(sockets=[sock])
-            finally:
-                _abort_lingering_transports()
-
-        self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
-        self._thread.start()
-        eventually(lambda: server.started, "the rejecting webhook")
+        self._server, self._thread, self.port = served.server, served.thread, served.port
         api = api_client(kubeconfig)
         registration: Any = client.AdmissionregistrationV1Api(api)
         bundle = base64.b64encode(self._paths.ca_cert.read_bytes()).decode("ascii")

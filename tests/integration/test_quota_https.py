@@ -328,10 +328,16 @@ def test_dry_run_answers_as_a_real_request_would_and_books_nothing(
         if o.pod
     )
 
-    # The real request for one of them gets exactly the dry-run's answer, and is booked.
+    # The real request for one of them gets exactly the dry-run's answer, and is booked; the
+    # one difference is the annotation carrying the dry-run's tier to its /validate.
     sample = dry[0]
     real = create_one(tenantgate, dry_run=False, mutate_uid=sample.mutate_uid)
-    assert real.mutate == sample.mutate
+    assert {k: v for k, v in real.mutate.items() if k != "patch"} == {
+        k: v for k, v in sample.mutate.items() if k != "patch"
+    }
+    sample_pod = jsonpatch.apply_patch(pod_template(), sample.patch)
+    assert sample_pod["metadata"]["annotations"].pop("tenantgate.io/dry-run-tier") == "guaranteed"
+    assert jsonpatch.apply_patch(pod_template(), real.patch) == sample_pod
     assert real.validate is not None
     assert sample.validate is not None
     assert real.validate == {**sample.validate, "uid": real.validate["uid"]}

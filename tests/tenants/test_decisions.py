@@ -217,7 +217,9 @@ def test_guaranteed_pod_gets_class_labels_and_reservation(chain: Chain) -> None:
     reservation = chain.state().reservations[rid]
     assert reservation.tier == "guaranteed"
     assert reservation.amount == rl(cpu="500m", memory="256Mi", pods="1")
-    assert reservation.expires_at == chain.now + 120
+    # A hold until /validate binds it: the short hold TTL (holdTTLSeconds), not the full TTL.
+    assert reservation.held
+    assert reservation.expires_at == chain.now + 15
 
 
 def test_burst_pod_gets_burst_class_and_warning(chain: Chain) -> None:
@@ -354,6 +356,12 @@ def test_dry_run_answers_exactly_like_the_real_run(policy: Policy) -> None:
         dry_mutate, dry_validate, dry_final = chain.admit(make_pod(), uid="same", dry_run=True)
         assert chain.state() == before, "a dry-run booked something"
         real_mutate, real_validate, real_final = chain.admit(make_pod(), uid="same")
+        # The one difference: the dry-run's tier travels to its /validate in an annotation.
+        tier = dry_final["metadata"].get("annotations", {}).pop("tenantgate.io/dry-run-tier", None)
+        if dry_mutate.patched is not None:
+            assert dry_mutate.patched["metadata"]["annotations"].pop(
+                "tenantgate.io/dry-run-tier"
+            ) == (tier or "")
         assert dry_mutate == real_mutate
         assert dry_validate == real_validate
         assert dry_final == real_final

@@ -258,6 +258,14 @@ def test_a_pod_page_gives_the_same_facts_reduced_as_whole() -> None:
             ("spec", "priorityClassName"),
             ("status",),
             ("status", "phase"),
+            ("status", "containerStatuses"),
+            ("status", "containerStatuses", 0),
+            ("status", "containerStatuses", 0, "name"),
+            ("status", "containerStatuses", 0, "allocatedResources"),
+            ("status", "containerStatuses", 0, "resources"),
+            ("status", "initContainerStatuses"),
+            ("status", "conditions"),
+            ("status", "conditions", 0, "reason"),
         ]
     ),
 )
@@ -275,7 +283,14 @@ def test_any_value_anywhere_reads_the_same(value: Any, where: tuple[str | int, .
                 {"name": "i", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
             ],
         },
-        "status": {"phase": "Running"},
+        "status": {
+            "phase": "Running",
+            # A resize applied, then one found infeasible (UseStatusResources reads these).
+            "containerStatuses": [
+                {"name": "c", "allocatedResources": {"cpu": "2"}, "resources": {"requests": {}}}
+            ],
+            "conditions": [{"type": "PodResizePending", "reason": "Infeasible"}],
+        },
     }
     # The unchanged pod's request is remembered first, so a key missing a field shows.
     pod_facts(copy.deepcopy(pod), intern=_SHARED)
