@@ -592,7 +592,8 @@ class Runtime:
                 continue
             self._fingerprint = fingerprint
             try:
-                # Off the event loop, in a child process (see admission.configreload).
+                # Loaded in a child process; only unpickled here, in slices that let
+                # reviews run in between (see admission.configreload).
                 policy = await read_policy(
                     path,
                     max_bytes=self.settings.max_config_bytes,
@@ -615,6 +616,8 @@ class Runtime:
                 )
             await self._recompile(reason="config reloaded")
             self.readiness.mark_ok("config", self._config_detail())
+            # The old policy is freed now: give its memory back to the OS (off the loop).
+            await asyncio.to_thread(release_free_memory)
 
     def _reject_config(self, exc: ConfigRejected) -> None:
         self.config_reload_failures += 1

@@ -1,7 +1,8 @@
 """``python -m bench [--quick]``: run every benchmark, print the table, write the JSON.
 
 Phases: workload, core (in process), server (tenantgate serve vs the baseline under load),
-scale (curves), memory (rebuild, RSS at rest). A phase that fails is reported and the others
+scale (curves), memory (rebuild, RSS at rest), ha (replicas), reload (event-loop lag while a
+large config reloads). A phase that fails is reported and the others
 still run; the exit code is 1 if any phase failed (missed targets do not fail a run: they are
 what the run is for).
 """
@@ -20,7 +21,7 @@ from typing import Any, Final
 
 import orjson
 
-from bench import core, ha, memory, report, scale, stats
+from bench import core, ha, memory, reload, report, scale, stats
 from bench.configgen import compile_generated, generate_config
 from bench.core import Point
 from bench.serverload import LoadPlan, run_server_load
@@ -28,7 +29,7 @@ from bench.stack import Pipeline, memory_ledger, offline_runtime
 from bench.workload import Workload, build_workload, load_sources
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
-PHASES: Final = ("core", "server", "scale", "memory", "ha")
+PHASES: Final = ("core", "server", "scale", "memory", "ha", "reload")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ class Sizes:
     rebuild_pods: int
     rest_tenants: int
     rest_pods: int
+    reload_tenants: int
+    reload_pods: int  # tracked pods of a second reload run (0: none)
 
 
 FULL: Final = Sizes(
@@ -76,6 +79,8 @@ FULL: Final = Sizes(
     rebuild_pods=150_000,
     rest_tenants=10_000,
     rest_pods=150_000,
+    reload_tenants=10_000,
+    reload_pods=150_000,
 )
 QUICK: Final = Sizes(
     tenants=100,
@@ -100,6 +105,8 @@ QUICK: Final = Sizes(
     rebuild_pods=10_000,
     rest_tenants=1_000,
     rest_pods=10_000,
+    reload_tenants=10_000,
+    reload_pods=0,
 )
 
 
@@ -373,11 +380,36 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
 
+    def run_reload() -> None:
+        runs = [
+            reload.measure(tenants=sizes.reload_tenants, pods=0, seed=args.seed, progress=progress)
+        ]
+        if sizes.reload_pods:
+            runs.append(
+                reload.measure(
+                    tenants=sizes.reload_tenants,
+                    pods=sizes.reload_pods,
+                    seed=args.seed,
+                    progress=progress,
+                )
+            )
+        results["reload"] = runs
+        figures["reload_lag_ms"] = runs[0]["worst_lag_ms"]
+        for run in runs:
+            extra_rows.append(
+                report.Row(
+                    f"reload: {run['tenants']:,} tenants, {run['pods']:,} pods",
+                    f"worst lag {run['worst_lag_ms']} ms (idle {run['idle_worst_lag_ms']}), "
+                    f"{run['late_ticks_over_10ms']} ticks > 10 ms, {run['reload_seconds']} s",
+                )
+            )
+
     phase("core", run_core)
     phase("server", run_server)
     phase("scale", run_scale)
     phase("memory", run_memory)
     phase("ha", run_ha)
+    phase("reload", run_reload)
 
     full_size = not args.quick
     applicable = {

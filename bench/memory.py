@@ -26,19 +26,27 @@ Progress = Callable[[str], None]
 REST_TIMEOUT: Final = 900.0  # loading 10,000 tenants and listing 150,000 pods on a busy machine
 
 
-def rebuild(*, tenants: int, pods: int, seed: int) -> dict[str, Any]:
-    """Time and peak RSS of a ledger rebuild, measured in a fresh process."""
-    argv = [
-        sys.executable, "-m", "bench.rebuild",
-        "--tenants", str(tenants), "--pods", str(pods), "--seed", str(seed),
-    ]  # fmt: skip
+def run_json(module: str, *options: str) -> dict[str, Any]:
+    """``python -m MODULE OPTIONS...`` in a fresh process: the JSON it prints."""
     completed = subprocess.run(
-        argv, cwd=REPO, capture_output=True, text=True, check=False, timeout=1800
+        [sys.executable, "-m", module, *options],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
     )
     if completed.returncode != 0:
-        raise RuntimeError(f"bench.rebuild failed: {completed.stderr.strip()[-800:]}")
+        raise RuntimeError(f"{module} failed: {completed.stderr.strip()[-800:]}")
     result: dict[str, Any] = orjson.loads(completed.stdout)
     return result
+
+
+def rebuild(*, tenants: int, pods: int, seed: int) -> dict[str, Any]:
+    """Time and peak RSS of a ledger rebuild, measured in a fresh process."""
+    return run_json(
+        "bench.rebuild", "--tenants", str(tenants), "--pods", str(pods), "--seed", str(seed)
+    )
 
 
 def rest(*, tenants: int, pods: int, seed: int, progress: Progress) -> dict[str, Any]:

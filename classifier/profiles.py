@@ -155,15 +155,25 @@ def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> 
 
 
 @dataclass(frozen=True, slots=True)
+class CompiledPodAffinity:
+    """A profile's pod (anti-)affinity, each term next to its JSON rendered once."""
+
+    required: tuple[tuple[PodAffinityTermSpec, JSONObject], ...]
+    preferred: tuple[tuple[int, PodAffinityTermSpec, JSONObject], ...]  # weight, term, JSON
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledProfile:
+    """A profile ready to apply. Pre-rendered JSON sits next to the model it was rendered from
+    (each use takes a copy), so a compiled profile survives pickling unchanged."""
+
     name: str
     spec: ProfileSpec
     priority: tuple[str, PriorityClassSpec] | None
     tolerations: tuple[tuple[TolerationKey, JSONObject], ...]
-    spread: tuple[SpreadConstraintSpec, ...]
-    # JSON of the spread constraints and pod (anti-)affinity terms, rendered once, by the id()
-    # of the model (kept alive by ``spec``); each use takes a copy.
-    rendered: Mapping[int, JSONObject]
+    spread: tuple[tuple[SpreadConstraintSpec, JSONObject], ...]
+    # "podAffinity" and "podAntiAffinity", for those the profile sets.
+    pod_affinities: Mapping[str, CompiledPodAffinity]
     node_affinity: JSONObject | None
     enforce: frozenset[str]
 
@@ -211,24 +221,31 @@ def compile_profile(
         spec=spec,
         priority=priority,
         tolerations=tuple(tolerations),
-        spread=tuple(spec.topologySpreadConstraints),
-        rendered=_prerender(spec),
+        spread=tuple((model, render(model)) for model in spec.topologySpreadConstraints),
+        pod_affinities=_compile_pod_affinities(spec),
         node_affinity=node_affinity or None,
         enforce=frozenset(spec.enforce),
     )
 
 
-def _prerender(spec: ProfileSpec) -> dict[int, JSONObject]:
-    models: list[BaseModel] = list(spec.topologySpreadConstraints)
-    if spec.affinity is not None:
-        for pod_affinity in (spec.affinity.podAffinity, spec.affinity.podAntiAffinity):
-            if pod_affinity is not None:
-                models.extend(pod_affinity.requiredDuringSchedulingIgnoredDuringExecution)
-                models.extend(
-                    weighted.podAffinityTerm
+def _compile_pod_affinities(spec: ProfileSpec) -> dict[str, CompiledPodAffinity]:
+    if spec.affinity is None:
+        return {}
+    compiled = {}
+    for what in ("podAffinity", "podAntiAffinity"):
+        pod_affinity: PodAffinitySpec | None = getattr(spec.affinity, what)
+        if pod_affinity is not None:
+            compiled[what] = CompiledPodAffinity(
+                required=tuple(
+                    (term, render(term))
+                    for term in pod_affinity.requiredDuringSchedulingIgnoredDuringExecution
+                ),
+                preferred=tuple(
+                    (weighted.weight, weighted.podAffinityTerm, render(weighted.podAffinityTerm))
                     for weighted in pod_affinity.preferredDuringSchedulingIgnoredDuringExecution
-                )
-    return {id(model): render(model) for model in models}
+                ),
+            )
+    return compiled
 
 
 def _is_unset(value: Any) -> bool:
@@ -387,7 +404,7 @@ def _apply_spread(
         return False
     selector = sibling_selector(labels)
     if not selector:
-        for constraint in profile.spread:
+        for constraint, _ in profile.spread:
             notes.append(_no_selector_note(f"spread over {constraint.topologyKey}"))
         return False
     template_hash = POD_TEMPLATE_HASH in labels
@@ -395,10 +412,8 @@ def _apply_spread(
     existing = list(current) if isinstance(current, list) else []
     enforce = "topologySpreadConstraints" in profile.enforce
     changed = False
-    for constraint in profile.spread:
-        rendered = _spread_json(
-            profile.rendered[id(constraint)], selector, template_hash=template_hash
-        )
+    for constraint, constraint_json in profile.spread:
+        rendered = _spread_json(constraint_json, selector, template_hash=template_hash)
         same_key = [
             i
             for i, item in enumerate(existing)
@@ -428,12 +443,12 @@ def _apply_spread(
 
 def _term_json(
     term: PodAffinityTermSpec,
+    term_json: JSONObject,
     *,
-    rendered_terms: Mapping[int, JSONObject],
     selector: Mapping[str, str],
     template_hash: bool,
 ) -> JSONObject | None:
-    rendered: JSONObject = clone(rendered_terms[id(term)])
+    rendered: JSONObject = clone(term_json)
     if term.labelSelector is not None:
         return rendered
     if not selector:
@@ -445,33 +460,27 @@ def _term_json(
 
 
 def _render_pod_affinity(
-    spec: PodAffinitySpec,
+    compiled: CompiledPodAffinity,
     *,
-    rendered_terms: Mapping[int, JSONObject],
     what: str,
     selector: Mapping[str, str],
     template_hash: bool,
     notes: list[str],
 ) -> JSONObject:
     required = []
-    for term in spec.requiredDuringSchedulingIgnoredDuringExecution:
-        rendered = _term_json(
-            term, rendered_terms=rendered_terms, selector=selector, template_hash=template_hash
-        )
+    for term, term_json in compiled.required:
+        rendered = _term_json(term, term_json, selector=selector, template_hash=template_hash)
         if rendered is None:
             notes.append(_no_selector_note(f"required {what} over {term.topologyKey}"))
         else:
             required.append(rendered)
     preferred = []
-    for weighted in spec.preferredDuringSchedulingIgnoredDuringExecution:
-        term = weighted.podAffinityTerm
-        rendered = _term_json(
-            term, rendered_terms=rendered_terms, selector=selector, template_hash=template_hash
-        )
+    for weight, term, term_json in compiled.preferred:
+        rendered = _term_json(term, term_json, selector=selector, template_hash=template_hash)
         if rendered is None:
             notes.append(_no_selector_note(f"preferred {what} over {term.topologyKey}"))
         else:
-            preferred.append({"weight": weighted.weight, "podAffinityTerm": rendered})
+            preferred.append({"weight": weight, "podAffinityTerm": rendered})
     result: JSONObject = {}
     if required:
         result["requiredDuringSchedulingIgnoredDuringExecution"] = required
@@ -498,13 +507,12 @@ def _apply_affinity(
         if what == "nodeAffinity":
             rendered = profile.node_affinity
         else:
-            pod_affinity: PodAffinitySpec | None = getattr(affinity_spec, what)
+            pod_affinity = profile.pod_affinities.get(what)
             rendered = (
                 None
                 if pod_affinity is None
                 else _render_pod_affinity(
                     pod_affinity,
-                    rendered_terms=profile.rendered,
                     what=what,
                     selector=selector,
                     template_hash=template_hash,

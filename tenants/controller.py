@@ -810,7 +810,16 @@ class LedgerController:
         """
         old = self._policy
         self._policy = policy
-        self._retenant(self._pods, now=now)
+        # Only the pods of a namespace whose tenant changed can move: one lookup per namespace,
+        # not per pod, so a reload (or a priority class change, which moves nobody) does not
+        # walk every tracked pod on the event loop.
+        for namespace in [
+            namespace
+            for namespace in self._by_namespace
+            if _tenant_name(old, namespace, self._namespaces.get(namespace))
+            != _tenant_name(policy, namespace, self._namespaces.get(namespace))
+        ]:
+            self._retenant(list(self._by_namespace[namespace]), now=now)
         for tenant in old.tenants:
             if tenant not in policy.tenants:
                 self._put(tenant, TenantLedger(tenant))
@@ -1138,6 +1147,11 @@ class LedgerController:
         if facts.terminal:
             return "finished"
         return "terminating"
+
+
+def _tenant_name(policy: Policy, namespace: str, labels: Mapping[str, str] | None) -> str | None:
+    tenant = policy.tenant_for(namespace, labels)
+    return tenant.name if tenant is not None else None
 
 
 def _format(amount: Mapping[str, Quantity]) -> str:

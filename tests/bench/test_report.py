@@ -39,6 +39,7 @@ def test_every_issue_target_is_there() -> None:
         "rules_ratio",
         "rest_rss_mib",
         "rebuild_seconds",
+        "reload_lag_ms",
     }
 
 

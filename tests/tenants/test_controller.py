@@ -531,6 +531,34 @@ def test_a_new_policy_moves_pods_and_drops_removed_tenants(
     assert_truthful(controller)
 
 
+def test_a_new_policy_looks_each_namespace_up_once_not_each_pod(
+    controller: LedgerController, store: MemoryLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(50):
+        controller.apply_pod(facts_of(make_pod(f"a{n}", namespace="team-a")), now=NOW)
+        controller.apply_pod(facts_of(make_pod(f"d{n}", namespace="team-a-dev")), now=NOW)
+    moved = CONFIG.replace("namespaces: [team-a, team-a-dev]", "namespaces: [team-a]").replace(
+        "  team-b:\n    namespaceSelector: {matchLabels: {team: b}}",
+        "  dev:\n    namespaces: [team-a-dev]",
+    )
+    new = policy_of(moved)
+    lookups: list[str] = []
+    original = Policy.tenant_for
+
+    def counting(policy: Policy, namespace: str, labels: Mapping[str, str] | None = None) -> Any:
+        lookups.append(namespace)
+        return original(policy, namespace, labels)
+
+    monkeypatch.setattr(Policy, "tenant_for", counting)
+    controller.set_policy(new, now=NOW)
+    # Two namespaces, each looked up under the old and the new policy; the 50 pods of the
+    # namespace that changed tenant are then charged to the new one.
+    assert len([ns for ns in lookups if ns == "team-a"]) == 2
+    assert len(set(store.get("dev").charges)) == 50
+    assert len(set(store.get("team-a").charges)) == 50
+    assert_truthful(controller)
+
+
 # --------------------------------------------------------------------------- rebuild and recount
 
 
