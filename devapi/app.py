@@ -26,8 +26,22 @@ from starlette.routing import Route
 from devapi import discovery, errors, impersonation, tables
 from devapi.admission import UserInfo
 from devapi.errors import APIError
+from devapi.events import EVENTS, EVENTS_V1
+from devapi.eventsv1 import (
+    convert_field_selector,
+    from_v1,
+    require_event_time,
+    to_v1,
+)
 from devapi.faults import Faults, RequestInfo
-from devapi.patching import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from devapi.patching import (
+    APPLY_PATCH,
+    GENERIC_PATCH_META,
+    JSON_PATCH,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    apply_patch,
+)
 from devapi.registry import DeleteOptions, ListOptions, Registry, RequestContext
 from devapi.resources import ResourceCatalog, ResourceType
 from devapi.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -355,6 +369,11 @@ class _API:
         shape = tables.representation(request.headers.get("accept", ""))
         table = shape == tables.TABLE
         include = request.query_params.get("includeObject", "Metadata")
+        if rt.key == EVENTS_V1.key and shape is None and verb != "watch":
+            return await self._events_v1(request, target, verb, ctx)
+        if rt.key == EVENTS_V1.key and verb != "watch":
+            # Tables and metadata are the same for both APIs' events.
+            rt = EVENTS
         if target.subresource == "scale":
             content_type = request.headers.get("content-type", "").split(";")[0].strip()
             body = await _body(request, allow_list=True) if verb in ("patch", "update") else None
@@ -386,7 +405,7 @@ class _API:
             return json_response(obj)
         if verb == "list":
             listing = self.registry.list(
-                rt, version, target.namespace, self._list_options(request, rt)
+                rt, version, target.namespace, self._list_options(request, target.rt)
             )
             if shape == tables.PARTIAL:
                 return json_response(tables.partial_list(listing))
@@ -441,7 +460,7 @@ class _API:
             options, body_dry_run = await self._delete_options(request)
             ctx.dry_run = ctx.dry_run or body_dry_run
             result = await self.registry.delete_collection(
-                rt, version, target.namespace, self._list_options(request, rt), options, ctx
+                rt, version, target.namespace, self._list_options(request, target.rt), options, ctx
             )
             return json_response(result, warnings=ctx.warnings)
         raise errors.method_not_allowed()
@@ -472,7 +491,68 @@ class _API:
             raise errors.bad_request(
                 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
             )
+        if rt.key == EVENTS_V1.key:
+            fields = convert_field_selector(fields)
         return ListOptions(labels, fields, limit or 0, query.get("continue", ""), rv, match)
+
+    async def _events_v1(
+        self, request: Request, target: Target, verb: str, ctx: RequestContext
+    ) -> Response:
+        """``events.k8s.io/v1``: the stored ``v1`` Events, converted both ways."""
+        namespace, name = target.namespace or "", target.name
+        if verb == "get":
+            return json_response(to_v1(self.registry.get(EVENTS, "v1", namespace, name)))
+        if verb == "list":
+            listing = self.registry.list(
+                EVENTS, "v1", target.namespace, self._list_options(request, EVENTS_V1)
+            )
+            listing.update({"apiVersion": EVENTS_V1.api_version(), "kind": "EventList"})
+            listing["items"] = [to_v1(item) for item in listing["items"]]
+            return json_response(listing)
+        if verb == "create":
+            body = from_v1(await _body(request))
+            require_event_time(body, str((body.get("metadata") or {}).get("name") or ""))
+            created = await self.registry.create(EVENTS, "v1", namespace, body, ctx)
+            return json_response(to_v1(created), status=201, warnings=ctx.warnings)
+        if verb in ("update", "patch"):
+            if verb == "update":
+                body = from_v1(await _body(request))
+            else:
+                content_type = request.headers.get("content-type", "").split(";")[0].strip()
+                if content_type not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+                    raise errors.unsupported_media_type(
+                        content_type or APPLY_PATCH, (JSON_PATCH, MERGE_PATCH)
+                    )
+                current = to_v1(self.registry.get(EVENTS, "v1", namespace, name))
+                patched = apply_patch(
+                    content_type,
+                    current,
+                    await _body(request, allow_list=True),
+                    meta=GENERIC_PATCH_META,
+                )
+                body = from_v1(patched)
+            updated = await self.registry.update(EVENTS, "v1", namespace, name, body, ctx)
+            return json_response(to_v1(updated), warnings=ctx.warnings)
+        if verb == "delete":
+            options, body_dry_run = await self._delete_options(request)
+            ctx.dry_run = ctx.dry_run or body_dry_run
+            deleted = await self.registry.delete(EVENTS, "v1", namespace, name, options, ctx)
+            return json_response(to_v1(deleted), warnings=ctx.warnings)
+        if verb == "deletecollection":
+            options, body_dry_run = await self._delete_options(request)
+            ctx.dry_run = ctx.dry_run or body_dry_run
+            result = await self.registry.delete_collection(
+                EVENTS,
+                "v1",
+                target.namespace,
+                self._list_options(request, EVENTS_V1),
+                options,
+                ctx,
+            )
+            result.update({"apiVersion": EVENTS_V1.api_version(), "kind": "EventList"})
+            result["items"] = [to_v1(item) for item in result["items"]]
+            return json_response(result, warnings=ctx.warnings)
+        raise errors.method_not_allowed()
 
     def _watch(
         self, request: Request, target: Target, *, shape: str | None, include: str
@@ -501,13 +581,14 @@ class _API:
             timeout=float(timeout) if timeout else self.config.watch_timeout,
             initial_events_end=send_initial,
         )
-        rt = target.rt
+        events_v1 = target.rt.key == EVENTS_V1.key
+        rt = EVENTS if events_v1 else target.rt
 
         def render(event_type: str, obj: JSONObject) -> JSONObject:
             if shape == tables.PARTIAL:
                 return tables.partial(obj)
             if shape != tables.TABLE:
-                return obj
+                return to_v1(obj) if events_v1 else obj
             return tables.table(
                 rt,
                 [obj],
@@ -519,7 +600,7 @@ class _API:
         try:
             stream = self.registry.watch(
                 rt,
-                target.version,
+                "v1" if events_v1 else target.version,
                 target.namespace,
                 options,
                 watch_options,

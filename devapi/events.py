@@ -8,12 +8,14 @@ that ``kubectl describe`` and ``kubectl get events --field-selector`` use) and
 ``k8s.io/client-go/tools/record``: an event is named ``<object>.<unix nanoseconds in hex>`` and
 a repeat of the same event (same source, object, type, reason and message) increments ``count``
 and ``lastTimestamp`` of the first one instead of creating another (the ``EventCorrelator``'s
-deduplication; its aggregation of *similar* events is not simulated). Events are kept until
+deduplication; its aggregation of *similar* events is not simulated), and past 25 events about
+one object, one more every five minutes is kept (its spam filter). Events are kept until
 deleted: the real server's one-hour TTL is not simulated.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +23,7 @@ from typing import Any
 
 from devapi import errors, meta, tables
 from devapi.errors import APIError, FieldError
+from devapi.eventsv1 import FIELD_LABELS
 from devapi.resources import ResourceType
 from devapi.strategies import Strategy
 from devapi.types import JSONObject
@@ -40,21 +43,8 @@ EVENTS = ResourceType(
     versions=("v1",),
     storage_version="v1",
     short_names=("ev",),
-    field_labels=frozenset(
-        {
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        }
-    ),
+    # The v1 names of events.k8s.io's field labels: the same set.
+    field_labels=frozenset(f for f in FIELD_LABELS.values() if not f.startswith("metadata.")),
     columns=lambda: event_columns(),
 )
 
@@ -82,9 +72,16 @@ class EventStrategy(Strategy):
         event_type = obj.get("type")
         if obj.get("eventTime"):
             # An event written through the events.k8s.io API: its required fields.
-            for name in ("reportingController", "reportingInstance", "action", "reason"):
+            # The paths name the internal fields (reportingController is v1's
+            # reportingComponent), as upstream's messages do.
+            for path, name in (
+                ("reportingController", "reportingComponent"),
+                ("reportingInstance", "reportingInstance"),
+                ("action", "action"),
+                ("reason", "reason"),
+            ):
                 if not obj.get(name):
-                    problems.append(errors.required(name))
+                    problems.append(errors.required(path))
             if event_type not in (NORMAL, WARNING):
                 problems.append(errors.not_supported("type", event_type, (NORMAL, WARNING)))
             message = obj.get("message")
@@ -195,6 +192,10 @@ def object_reference(obj: JSONObject) -> JSONObject:
     return ref
 
 
+SPAM_BURST = 25  # client-go tools/record: defaultSpamBurst
+SPAM_REFILL_SECONDS = 300.0  # defaultSpamQPS: one event per 5 minutes
+
+
 class EventRecorder:
     """Records events for one component (``replicaset-controller``, ``kubelet``, ...)."""
 
@@ -214,6 +215,24 @@ class EventRecorder:
         self._host = host
         # The correlator's cache: an event's identity -> the stored event it increments.
         self._seen: dict[tuple[str, ...], JSONObject] = {}
+        # EventSourceObjectSpamFilter: per source and object, a bucket of SPAM_BURST events
+        # refilled one per SPAM_REFILL_SECONDS; what finds it empty is dropped.
+        self._buckets: dict[tuple[str, ...], tuple[float, float]] = {}
+        self._last_nanos = 0
+
+    def _nanos(self, now: float) -> int:
+        """The name's timestamp, made unique per recorder (a test's clock may stand still)."""
+        self._last_nanos = max(int(now * 1e9), self._last_nanos + 1)
+        return self._last_nanos
+
+    def _allowed(self, key: tuple[str, ...], now: float) -> bool:
+        tokens, last = self._buckets.get(key, (float(SPAM_BURST), now))
+        tokens = min(float(SPAM_BURST), tokens + (now - last) / SPAM_REFILL_SECONDS)
+        if tokens < 1:
+            self._buckets[key] = (tokens, now)
+            return False
+        self._buckets[key] = (tokens - 1, now)
+        return True
 
     async def record(self, obj: JSONObject, event_type: str, reason: str, message: str) -> None:
         """Create the event (or count a repeat); failures are logged, as client-go does."""
@@ -232,6 +251,8 @@ class EventRecorder:
             message,
         )
         now = self._clock()
+        if not self._allowed(identity[:7], now):
+            return
         stamp = meta.now_timestamp(now)
         try:
             previous = self._seen.get(identity)
@@ -253,7 +274,7 @@ class EventRecorder:
                 "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {
-                    "name": f"{ref.get('name')}.{int(now * 1e9):x}",
+                    "name": f"{ref.get('name')}.{self._nanos(now):x}",
                     "namespace": namespace,
                 },
                 "involvedObject": ref,
@@ -278,5 +299,9 @@ class EventRecorder:
             )
 
 
-EVENT_TYPES = (EVENTS,)
+# events.k8s.io/v1: the same objects (devapi.eventsv1 converts them), its own field labels.
+EVENTS_V1 = dataclasses.replace(
+    EVENTS, group="events.k8s.io", field_labels=frozenset(FIELD_LABELS), columns=None
+)
+EVENT_TYPES = (EVENTS, EVENTS_V1)
 EVENT_STRATEGIES = {EVENTS.key: EventStrategy}

@@ -131,8 +131,8 @@ class Registry:
         chain_factory: Callable[[Registry], AdmissionChain],
         conflict_check: ConflictCheck,
         kubelet: bool = True,
-        strategies: Mapping[ResourceKey, Callable[[ResourceType], Strategy]] | None = None,
         node_allocatable: Mapping[str, Quantity] | None = None,
+        strategies: Mapping[ResourceKey, Callable[[ResourceType], Strategy]] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -148,6 +148,10 @@ class Registry:
         self._strategy_factories = dict(strategies or {})
         # More background loops (the simulated controllers), run next to run_controllers'.
         self.background: list[Callable[[], Awaitable[None]]] = []
+        # The finalizers a deletion's propagation policy gives an object (garbage collector).
+        self.deletion_finalizers: (
+            Callable[[ResourceType, DeleteOptions, list[str]], list[str]] | None
+        ) = None
         self._webhooks: _ParsedWebhooks | None = None
         self.chain = chain_factory(self)
 
@@ -742,6 +746,14 @@ class Registry:
         strategy = self.strategy(rt)
         metadata = existing["metadata"]
         namespace, name = str(metadata.get("namespace") or ""), str(metadata["name"])
+        if self.deletion_finalizers is not None and not metadata.get("deletionTimestamp"):
+            # The garbage collector's orphan / foregroundDeletion finalizers for the policy.
+            current = list(metadata.get("finalizers") or [])
+            wanted = self.deletion_finalizers(rt, options, current)
+            if wanted != current:
+                existing = clone(existing)
+                existing["metadata"]["finalizers"] = wanted
+                metadata = existing["metadata"]
         finalizers = list(metadata.get("finalizers") or [])
         if rt.key == NAMESPACES.key:
             finalizers += list((existing.get("spec") or {}).get("finalizers") or [])
@@ -906,7 +918,17 @@ class Registry:
                 raise
 
     async def run_controllers(self) -> None:
-        await asyncio.gather(self._reconcile_loop(), *(loop() for loop in self.background))
+        await asyncio.gather(
+            self._reconcile_loop(), *(self._logged(loop) for loop in self.background)
+        )
+
+    @staticmethod
+    async def _logged(loop: Callable[[], Awaitable[None]]) -> None:
+        """A background loop that fails is logged; the others go on."""
+        try:
+            await loop()
+        except Exception:
+            logger.exception("background loop %s stopped", getattr(loop, "__qualname__", loop))
 
     async def _reconcile_loop(self) -> None:
         while True:

@@ -107,10 +107,10 @@ class DevAPIServer:
             chain_factory=self._chain,
             conflict_check=lambda rt: self.faults.take_conflict(rt.group, rt.plural),
             kubelet=kubelet,
-            strategies={**EVENT_STRATEGIES, **WORKLOAD_STRATEGIES},
             node_allocatable=parse_allocatable(node_allocatable)
             if node_allocatable is not None
             else None,
+            strategies={**EVENT_STRATEGIES, **WORKLOAD_STRATEGIES},
         )
         self.workloads = WorkloadControllers(self.registry, workloads or WorkloadSettings())
         self.registry.background.append(self.workloads.run)

@@ -6,9 +6,8 @@ Each controller has a rate-limited work queue of ``(namespace, name)`` keys fed 
 changes, as informers feed the real ones: a change to an object enqueues it, a change to an
 object it controls (by controller owner reference) enqueues the owner. A sync that fails is
 retried with the queue's rate limiter; one that succeeds forgets the key's failures and may
-ask to run again after some seconds. The garbage collector deletes (in the background) objects
-whose owners are all gone, as ``pkg/controller/garbagecollector`` does with the default
-``Background`` propagation; ``Orphan`` and ``Foreground`` propagation are not simulated.
+ask to run again after some seconds. The garbage collector (``devapi.workloads.gc``) runs
+every half second.
 """
 
 from __future__ import annotations
@@ -19,15 +18,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from devapi.errors import APIError
 from devapi.registry import Registry
-from devapi.resources import PODS, ResourceKey, ResourceType
+from devapi.resources import PODS, ResourceType
 from devapi.store import Event
 from devapi.types import JSONObject
 from devapi.workloads.cronjob import CronJobController
 from devapi.workloads.deployment import DeploymentController
+from devapi.workloads.gc import GarbageCollector, deletion_finalizers
 from devapi.workloads.job import JobController
 from devapi.workloads.kinds import CRON_JOBS, DEPLOYMENTS, JOBS, REPLICA_SETS
 from devapi.workloads.kubelet import Kubelet
@@ -137,7 +137,8 @@ class WorkloadControllers:
                     PODS,
                 )
             )
-        self._gc = client("generic-garbage-collector")
+        self._gc = GarbageCollector(client("generic-garbage-collector"), registry.store)
+        registry.deletion_finalizers = deletion_finalizers
 
     async def run(self) -> None:
         store = self.registry.store
@@ -211,34 +212,6 @@ class WorkloadControllers:
         while True:
             await asyncio.sleep(GC_INTERVAL)
             try:
-                await self._collect_once()
+                await self._gc.collect_once()
             except Exception:  # the collector must never die
                 logger.exception("garbage collection failed")
-
-    async def _collect_once(self) -> None:
-        store = self.registry.store
-        owners: dict[ResourceKey, ResourceType] = {
-            rt.key: rt for rt in (DEPLOYMENTS, REPLICA_SETS, JOBS, CRON_JOBS)
-        }
-        for rt in (PODS, REPLICA_SETS, JOBS):
-            for obj in store.scan(rt.key, lambda o: bool(_owner_refs(o)), copy=False):
-                namespace, _ = _namespace_name(obj)
-                refs = _owner_refs(obj)
-                alive = False
-                known = False
-                for ref in refs:
-                    owner_rt = next((o for o in owners.values() if o.kind == ref.get("kind")), None)
-                    if owner_rt is None:
-                        alive = True  # an owner kind the collector does not know: keep
-                        continue
-                    known = True
-                    owner = store.get(owner_rt.key, namespace, str(ref.get("name")))
-                    if owner is not None and owner["metadata"].get("uid") == ref.get("uid"):
-                        alive = True
-                if known and not alive and not obj["metadata"].get("deletionTimestamp"):
-                    await self._gc.delete(rt, obj)
-
-
-def _owner_refs(obj: JSONObject) -> list[dict[str, Any]]:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return [r for r in refs if isinstance(r, dict)]

@@ -21,7 +21,7 @@ from devapi.types import JSONObject
 from devapi.workloads.cron import CronError, parse_schedule
 from devapi.workloads.job import finished_condition
 from devapi.workloads.kinds import CRON_JOBS, JOBS
-from devapi.workloads.podcontrol import ControllerClient, controller_uid, owner_reference
+from devapi.workloads.podcontrol import ControllerClient, owner_reference
 
 SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 MAX_MISSED = 100
@@ -49,11 +49,6 @@ class CronJobController:
     def __init__(self, client: ControllerClient) -> None:
         self.client = client
 
-    def _jobs(self, cron_job: JSONObject) -> list[JSONObject]:
-        uid = cron_job["metadata"]["uid"]
-        namespace = cron_job["metadata"]["namespace"]
-        return [j for j in self.client.list(JOBS, namespace) if controller_uid(j) == uid]
-
     async def sync(self, namespace: str, name: str) -> float | None:
         cron_job = self.client.get(CRON_JOBS, namespace, name)
         if cron_job is None or cron_job["metadata"].get("deletionTimestamp"):
@@ -67,7 +62,7 @@ class CronJobController:
                 cron_job, WARNING, "UnparseableSchedule", f"unparseable schedule: {err}"
             )
             return None
-        jobs = self._jobs(cron_job)
+        jobs = self.client.owned(JOBS, cron_job)
         active = [j for j in jobs if finished_condition(j) is None]
         now = datetime.fromtimestamp(self.client.clock(), zone)
         status = _obj(cron_job.get("status"))

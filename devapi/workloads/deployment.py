@@ -25,7 +25,7 @@ from devapi.events import NORMAL
 from devapi.store import clone
 from devapi.types import JSONObject
 from devapi.workloads.kinds import DEPLOYMENTS, POD_TEMPLATE_HASH_LABEL, REPLICA_SETS
-from devapi.workloads.podcontrol import ControllerClient, controller_uid, owner_reference
+from devapi.workloads.podcontrol import ControllerClient, owner_reference
 
 REVISION = "deployment.kubernetes.io/revision"
 DESIRED_REPLICAS = "deployment.kubernetes.io/desired-replicas"
@@ -66,11 +66,6 @@ class DeploymentController:
     def __init__(self, client: ControllerClient) -> None:
         self.client = client
 
-    def owned_replica_sets(self, deployment: JSONObject) -> list[JSONObject]:
-        uid = deployment["metadata"]["uid"]
-        namespace = deployment["metadata"]["namespace"]
-        return [rs for rs in self.client.list(REPLICA_SETS, namespace) if controller_uid(rs) == uid]
-
     async def sync(self, namespace: str, name: str) -> float | None:
         deployment = self.client.get(DEPLOYMENTS, namespace, name)
         if deployment is None or deployment["metadata"].get("deletionTimestamp"):
@@ -80,7 +75,7 @@ class DeploymentController:
         template = _obj(spec.get("template"))
         collision = _obj(deployment.get("status")).get("collisionCount")
         suffix = template_hash(template, collision if isinstance(collision, int) else None)
-        owned = self.owned_replica_sets(deployment)
+        owned = self.client.owned(REPLICA_SETS, deployment)
         current = next(
             (rs for rs in owned if meta.labels(rs).get(POD_TEMPLATE_HASH_LABEL) == suffix), None
         )
@@ -159,7 +154,7 @@ class DeploymentController:
                 return
             spec = _obj(deployment.get("spec"))
             replicas = int(spec.get("replicas") or 0)
-            owned = self.owned_replica_sets(deployment)
+            owned = self.client.owned(REPLICA_SETS, deployment)
 
             def total(field: str, sets: list[JSONObject]) -> int:
                 return sum(int(_obj(rs.get("status")).get(field) or 0) for rs in sets)

@@ -8,7 +8,9 @@ once more than ``backoffLimit`` pods failed, deleting the active ones.
 A failed pod creation fails the sync, retried through the Job queue's backoff (1 s doubling to
 60 s); after pod failures, replacements wait the pod-failure backoff (10 s doubling to 10 min)
 from the last failure. Finished pods are counted once each, in memory (the real controller
-uses the ``batch.kubernetes.io/job-tracking`` finalizer, which is not simulated).
+uses the ``batch.kubernetes.io/job-tracking`` finalizer, which is not simulated). Indexed
+completion, ``activeDeadlineSeconds``, ``podFailurePolicy`` and ``successPolicy`` are not
+simulated either; a suspended Job creates no pods.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any
 
 from devapi import meta
 from devapi.errors import APIError
+from devapi.events import NORMAL, WARNING
 from devapi.resources import PODS
 from devapi.types import JSONObject
 from devapi.workloads.kinds import JOBS
-from devapi.workloads.podcontrol import ControllerClient, controller_uid, is_active, is_ready
+from devapi.workloads.podcontrol import ControllerClient, is_active, is_ready
 from devapi.workloads.replicaset import SyncFailed
 from devapi.workloads.workqueue import JOB_POD_FAILURE_BACKOFF, Backoff
 
@@ -73,7 +76,7 @@ class JobController:
             return None
         uid = str(job["metadata"]["uid"])
         spec = _obj(job.get("spec"))
-        pods = [p for p in self.client.list(PODS, namespace) if controller_uid(p) == uid]
+        pods = self.client.owned(PODS, job)
         finished = self._finished.setdefault(uid, {})
         for pod in pods:
             phase = _obj(pod.get("status")).get("phase")
@@ -119,7 +122,14 @@ class JobController:
                         )
                 elif missing < 0:
                     await self.client.delete_pods(job, active[:-missing])
+        newly_finished = outcome is not None and finished_condition(job) is None
         await self._update_status(namespace, name, succeeded, failed, outcome)
+        if newly_finished and outcome == "Complete":
+            await self.client.events.record(job, NORMAL, "Completed", "Job completed")
+        elif newly_finished:
+            await self.client.events.record(
+                job, WARNING, BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE
+            )
         if failure is not None:
             raise SyncFailed(failure)
         return requeue
@@ -138,8 +148,7 @@ class JobController:
             job = self.client.get(JOBS, namespace, name)
             if job is None:
                 return
-            uid = job["metadata"]["uid"]
-            pods = [p for p in self.client.list(PODS, namespace) if controller_uid(p) == uid]
+            pods = self.client.owned(PODS, job)
             active = [p for p in pods if is_active(p)]
             previous = _obj(job.get("status"))
             now = meta.now_timestamp(self.client.clock())

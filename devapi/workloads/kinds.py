@@ -37,9 +37,11 @@ def _obj(value: Any) -> JSONObject:
     return value if isinstance(value, dict) else {}
 
 
-def _apps(plural: str, kind: str, short: tuple[str, ...], columns: Any) -> ResourceType:
+def _workload(
+    group: str, plural: str, kind: str, short: tuple[str, ...], columns: Any, *, scale: bool
+) -> ResourceType:
     return ResourceType(
-        group="apps",
+        group=group,
         plural=plural,
         singular=kind.lower(),
         kind=kind,
@@ -48,33 +50,22 @@ def _apps(plural: str, kind: str, short: tuple[str, ...], columns: Any) -> Resou
         storage_version="v1",
         short_names=short,
         categories=("all",),
-        subresources=frozenset({"status", "scale"}),
+        subresources=frozenset({"status", "scale"} if scale else {"status"}),
         tracks_generation=True,
         columns=columns,
     )
 
 
-def _batch(plural: str, kind: str, short: tuple[str, ...], columns: Any) -> ResourceType:
-    return ResourceType(
-        group="batch",
-        plural=plural,
-        singular=kind.lower(),
-        kind=kind,
-        namespaced=True,
-        versions=("v1",),
-        storage_version="v1",
-        short_names=short,
-        categories=("all",),
-        subresources=frozenset({"status"}),
-        tracks_generation=True,
-        columns=columns,
-    )
-
-
-DEPLOYMENTS = _apps("deployments", "Deployment", ("deploy",), lambda: deployment_columns())
-REPLICA_SETS = _apps("replicasets", "ReplicaSet", ("rs",), lambda: replica_set_columns())
-JOBS = _batch("jobs", "Job", (), lambda: job_columns())
-CRON_JOBS = _batch("cronjobs", "CronJob", ("cj",), lambda: cron_job_columns())
+DEPLOYMENTS = _workload(
+    "apps", "deployments", "Deployment", ("deploy",), lambda: deployment_columns(), scale=True
+)
+REPLICA_SETS = _workload(
+    "apps", "replicasets", "ReplicaSet", ("rs",), lambda: replica_set_columns(), scale=True
+)
+JOBS = _workload("batch", "jobs", "Job", (), lambda: job_columns(), scale=False)
+CRON_JOBS = _workload(
+    "batch", "cronjobs", "CronJob", ("cj",), lambda: cron_job_columns(), scale=False
+)
 
 _TEMPLATE_PATCH_META = PatchMeta(
     fields={"metadata": POD_PATCH_META.child("metadata"), "spec": POD_PATCH_META.child("spec")}

@@ -19,8 +19,10 @@ from devapi import gates, meta
 from devapi.admission import UserInfo
 from devapi.errors import APIError
 from devapi.events import NORMAL
+from devapi.kubelet import sync_pod
 from devapi.registry import RequestContext
 from devapi.resources import PODS
+from devapi.store import clone
 from devapi.types import JSONObject
 from devapi.workloads.podcontrol import ControllerClient
 
@@ -81,7 +83,9 @@ class Kubelet:
         if spec.get("nodeName") != NODE_NAME:
             return None
         phase = _obj(pod.get("status")).get("phase")
-        if phase in (None, "Pending"):
+        # Pending, or already started by the registry's kubelet (devapi.kubelet: container
+        # statuses and resources) but not yet reported ready with its pod conditions.
+        if phase in (None, "Pending") or (phase == "Running" and not self._ready_reported(pod)):
             await self._start(pod)
             return self.run_seconds if spec.get("restartPolicy") != "Always" else None
         if phase == "Running" and spec.get("restartPolicy") != "Always":
@@ -155,20 +159,41 @@ class Kubelet:
                 return condition
         return None
 
+    @staticmethod
+    def _ready_reported(pod: JSONObject) -> bool:
+        return any(
+            isinstance(c, dict) and c.get("type") == "Ready"
+            for c in _obj(pod.get("status")).get("conditions") or []
+        )
+
     async def _start(self, pod: JSONObject) -> None:
         now = meta.now_timestamp(self.client.clock())
-        status = _obj(pod.get("status"))
+        # The container statuses (allocated and actuated resources) are the registry
+        # kubelet's; this one adds the pod's conditions and addresses.
+        started = sync_pod(clone(pod), allocatable=None) or pod
+        status = dict(_obj(started.get("status")))
+        conditions = [
+            c
+            for c in status.get("conditions") or []
+            if isinstance(c, dict)
+            and c.get("type")
+            not in (
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled",
+            )
+        ]
         status.update(
             {
                 "phase": "Running",
-                "conditions": _conditions(self._scheduled_condition(pod), True, now),
+                "conditions": _conditions(self._scheduled_condition(pod), True, now) + conditions,
                 "hostIP": "10.0.0.1",
                 "hostIPs": [{"ip": "10.0.0.1"}],
-                "podIP": f"10.244.{self._rng.randint(0, 255)}.{self._rng.randint(2, 254)}",
-                "startTime": now,
-                "containerStatuses": self._container_statuses(
-                    pod, {"running": {"startedAt": now}}, True
-                ),
+                "podIP": status.get("podIP")
+                or f"10.244.{self._rng.randint(0, 255)}.{self._rng.randint(2, 254)}",
+                "startTime": status.get("startTime") or now,
             }
         )
         status["podIPs"] = [{"ip": status["podIP"]}]

@@ -152,12 +152,18 @@ class ControllerClient:
         name = str(body["metadata"]["name"])
         return await self.registry.update(EVENTS, "v1", namespace, name, body, self.context())
 
-    def list(self, rt: ResourceType, namespace: str | None) -> list[JSONObject]:
+    def list_all(self, rt: ResourceType, namespace: str | None) -> list[JSONObject]:
         listing = self.registry.list(
             rt, rt.storage_version, namespace, ListOptions(EVERYTHING, FieldSelector())
         )
         items: list[JSONObject] = listing["items"]
         return items
+
+    def owned(self, rt: ResourceType, owner: JSONObject) -> list[JSONObject]:
+        """The objects of ``rt`` that ``owner`` controls."""
+        uid = owner["metadata"]["uid"]
+        namespace = owner["metadata"]["namespace"]
+        return [obj for obj in self.list_all(rt, namespace) if controller_uid(obj) == uid]
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> JSONObject | None:
         try:

@@ -18,7 +18,6 @@ from devapi.workloads.kinds import REPLICA_SETS
 from devapi.workloads.podcontrol import (
     BURST_REPLICAS,
     ControllerClient,
-    controller_uid,
     deletion_rank,
     is_active,
     is_available,
@@ -44,17 +43,12 @@ class ReplicaSetController:
     def __init__(self, client: ControllerClient) -> None:
         self.client = client
 
-    def owned_pods(self, rs: JSONObject) -> list[JSONObject]:
-        uid = rs["metadata"]["uid"]
-        namespace = rs["metadata"]["namespace"]
-        return [p for p in self.client.list(PODS, namespace) if controller_uid(p) == uid]
-
     async def sync(self, namespace: str, name: str) -> float | None:
         rs = self.client.get(REPLICA_SETS, namespace, name)
         if rs is None:
             return None
         spec = _obj(rs.get("spec"))
-        active = [p for p in self.owned_pods(rs) if is_active(p)]
+        active = [p for p in self.client.owned(PODS, rs) if is_active(p)]
         failure: APIError | None = None
         if not rs["metadata"].get("deletionTimestamp"):
             diff = len(active) - int(spec.get("replicas") or 0)
@@ -77,7 +71,7 @@ class ReplicaSetController:
                 return None
             spec = _obj(rs.get("spec"))
             min_ready = int(spec.get("minReadySeconds") or 0)
-            active = [p for p in self.owned_pods(rs) if is_active(p)]
+            active = [p for p in self.client.owned(PODS, rs) if is_active(p)]
             template_labels = meta.string_map(
                 _obj(_obj(spec.get("template")).get("metadata")).get("labels")
             )

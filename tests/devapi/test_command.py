@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,3 +79,30 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path: Path) -> None:
     _, stderr = unmapped.communicate(timeout=60)
     assert unmapped.returncode == 2
     assert "expected NAME.NAMESPACE[:PORT]=HOST:PORT" in stderr
+
+
+def test_run_pods_schedules_and_runs_pods(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    process = start("--run-pods", "--pod-run-seconds", "0.5", "--kubeconfig-out", str(kubeconfig))
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()
+        process.stdout.readline()  # the kubeconfig is written
+        api_client = new_client(kubeconfig)
+        try:
+            core: Api = client.CoreV1Api(api_client)
+            core.create_namespaced_pod("default", pod("job", restartPolicy="Never"))
+            deadline = time.monotonic() + 60
+            while core.read_namespaced_pod("job", "default").status.phase != "Succeeded":
+                assert time.monotonic() < deadline, "the pod did not run to completion"
+                time.sleep(0.1)
+            assert core.read_namespaced_pod("job", "default").spec.node_name == "devapi-node"
+        finally:
+            api_client.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    negative = start("--pod-run-seconds", "-1")
+    _, stderr = negative.communicate(timeout=60)
+    assert negative.returncode == 2
+    assert "--pod-run-seconds must not be negative" in stderr

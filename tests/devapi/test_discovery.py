@@ -34,6 +34,7 @@ def test_core_and_group_discovery(api_client: Api) -> None:
         "apps": "apps/v1",
         "batch": "batch/v1",
         "coordination.k8s.io": "coordination.k8s.io/v1",
+        "events.k8s.io": "events.k8s.io/v1",
         "node.k8s.io": "node.k8s.io/v1",
         "scheduling.k8s.io": "scheduling.k8s.io/v1",
     }

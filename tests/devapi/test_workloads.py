@@ -24,6 +24,7 @@ from kubernetes import client
 from devapi import DevAPIServer
 from devapi.workloads.controllers import WorkloadSettings
 from devapi.workloads.workqueue import (
+    Backoff,
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     controller_rate_limiter,
@@ -256,8 +257,9 @@ def test_denied_creates_are_failed_create_events_and_retried_with_backoff(
     webhook_tls: TLSMaterial,
 ) -> None:
     """createPods: 'Error creating: <the admission error>'; the sync fails and is retried by
-    the rate-limited queue until creations are admitted."""
-    cluster = cluster_factory(WorkloadSettings())
+    the rate-limited queue until creations are admitted (its backoff capped at a second
+    here, so that the test does not wait out a long one)."""
+    cluster = cluster_factory(WorkloadSettings(controller_backoff=Backoff(0.005, 1.0)))
     room = [2]
     lock = threading.Lock()
 
@@ -340,12 +342,16 @@ def test_a_job_runs_its_completions_and_completes(
         return status is not None and bool(status.conditions) and status.succeeded == 3
 
     eventually(complete, "the job to complete")
+    eventually(lambda: any(e.reason == "Completed" for e in cluster.events("batch")), "its event")
     status = cluster.batch.read_namespaced_job("batch", "default").status
     assert [(c.type, c.status, c.reason) for c in status.conditions] == [
         ("SuccessCriteriaMet", "True", "CompletionsReached"),
         ("Complete", "True", "CompletionsReached"),
     ]
     assert status.completion_time is not None
+    assert [e.message for e in cluster.events("batch") if e.reason == "Completed"] == [
+        "Job completed"
+    ]
     pods = cluster.pods(f"batch.kubernetes.io/controller-uid={uid}")
     assert len(pods) == 3
     for pod in pods:
@@ -360,8 +366,6 @@ def test_a_job_runs_its_completions_and_completes(
 def test_a_job_fails_past_its_backoff_limit(
     cluster_factory: Callable[[WorkloadSettings], Cluster],
 ) -> None:
-    from devapi.workloads.workqueue import Backoff
-
     settings = WorkloadSettings(
         run_pods=True, run_seconds=0.1, job_pod_failure_backoff=Backoff(0.1, 0.5)
     )
@@ -381,6 +385,14 @@ def test_a_job_fails_past_its_backoff_limit(
         "BackoffLimitExceeded",
         "Job has reached the specified backoff limit",
     )
+    eventually(
+        lambda: any(e.reason == "BackoffLimitExceeded" for e in cluster.events("batch")),
+        "its event",
+    )
+    warnings = [e for e in cluster.events("batch") if e.reason == "BackoffLimitExceeded"]
+    assert [(e.type, e.message) for e in warnings] == [
+        ("Warning", "Job has reached the specified backoff limit")
+    ]
 
 
 def test_a_job_template_needs_a_restart_policy_that_ends(
@@ -470,3 +482,84 @@ def test_workloads_in_manifests_are_not_loaded_at_start(tmp_path: Path) -> None:
     (tmp_path / "web.yaml").write_text(yaml.safe_dump(deployment()))
     with DevAPIServer(manifests=[tmp_path / "web.yaml"]) as server:
         assert server.store.count(("apps", "deployments")) == 0
+
+
+@pytest.mark.parametrize(("policy", "names"), [("Forbid", 1), ("Replace", 1), ("Allow", 2)])
+def test_a_cron_job_honours_its_concurrency_policy(
+    cluster_factory: Callable[[WorkloadSettings], Cluster], policy: str, names: int
+) -> None:
+    """syncCronJob: with a Job still running, Forbid skips the next time, Replace deletes the
+    running Job for a new one, Allow runs both."""
+    slot = (int(time.time() // 300) + 1) * 300
+    now = [slot - 1.0]
+    cluster = cluster_factory(WorkloadSettings(clock=lambda: now[0]))
+    cluster.batch.create_namespaced_cron_job(
+        "default",
+        {
+            "metadata": {"name": "tick"},
+            "spec": {
+                "schedule": "*/5 * * * *",
+                "concurrencyPolicy": policy,
+                "jobTemplate": {"spec": job()["spec"]},
+            },
+        },
+    )
+
+    def jobs() -> list[str]:
+        items = cluster.batch.list_namespaced_job("default").items
+        return sorted(j.metadata.name for j in items if j.metadata.deletion_timestamp is None)
+
+    now[0] = slot + 1
+    eventually(lambda: jobs() == [f"tick-{slot // 60}"], "the first job")
+    now[0] = slot + 301  # the next time, the first Job still running (no pods run here)
+    expected = {
+        "Forbid": [f"tick-{slot // 60}"],
+        "Replace": [f"tick-{(slot + 300) // 60}"],
+        "Allow": [f"tick-{slot // 60}", f"tick-{(slot + 300) // 60}"],
+    }[policy]
+    eventually(lambda: jobs() == expected, f"{policy}: {expected}")
+    time.sleep(1)  # several more passes change nothing
+    assert jobs() == expected
+    assert len(expected) == names
+
+
+def test_deleting_a_job_collects_its_pods(
+    cluster_factory: Callable[[WorkloadSettings], Cluster],
+) -> None:
+    """The garbage collector, Background propagation: dependents go once the owner is gone."""
+    cluster = cluster_factory(WorkloadSettings())
+    created = cluster.batch.create_namespaced_job("default", job(parallelism=2, completions=2))
+    selector = f"batch.kubernetes.io/controller-uid={created.metadata.uid}"
+    eventually(lambda: len(cluster.pods(selector)) == 2, "2 pods")
+    cluster.batch.delete_namespaced_job("batch", "default", propagation_policy="Background")
+    eventually(lambda: not cluster.pods(selector), "the pods collected")
+
+
+@pytest.mark.parametrize("policy", ["Orphan", "Foreground"])
+def test_deletion_propagation_orphans_or_waits_for_dependents(
+    cluster_factory: Callable[[WorkloadSettings], Cluster], policy: str
+) -> None:
+    """deletionFinalizersForGarbageCollection: Orphan keeps the dependents without their owner
+    reference; Foreground deletes them before the owner."""
+    cluster = cluster_factory(WorkloadSettings())
+    cluster.apps.create_namespaced_deployment("default", deployment(replicas=2))
+    eventually(lambda: len(cluster.pods("app=web")) == 2, "2 pods")
+    cluster.apps.delete_namespaced_deployment("web", "default", propagation_policy=policy)
+
+    def gone() -> bool:
+        try:
+            cluster.apps.read_namespaced_deployment("web", "default")
+        except client.ApiException as err:
+            return bool(err.status == 404)
+        return False
+
+    eventually(gone, "the deployment deleted")
+    sets = cluster.apps.list_namespaced_replica_set("default").items
+    if policy == "Orphan":
+        (rs,) = sets
+        assert rs.metadata.owner_references is None
+        time.sleep(1)  # the collector leaves the orphan alone
+        assert len(cluster.apps.list_namespaced_replica_set("default").items) == 1
+        assert len(cluster.pods("app=web")) == 2
+    else:
+        assert sets == []

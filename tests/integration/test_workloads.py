@@ -145,13 +145,20 @@ def failed_creates(core: Any, owner: str) -> list[Any]:
     return list(events)
 
 
-def test_a_deployment_gets_the_room_there_is_and_the_rest_once_room_frees(
+def leave_room_for_four(
     start_tenantgate: StartTenantgate, core: Any, kubectl: Callable[..., str]
 ) -> None:
+    """tenantgate running, and two of team-a's six pods' room taken by another Deployment."""
     start_tenantgate()
     core.create_namespace({"metadata": {"name": "team-a"}})
     kubectl("apply", "-f", "-", stdin=deployment("other", 2))
     eventually(lambda: len(live_pods(core, "app=other")) == 2, "the 2 other pods")
+
+
+def test_a_deployment_gets_the_room_there_is_and_the_rest_once_room_frees(
+    start_tenantgate: StartTenantgate, core: Any, kubectl: Callable[..., str]
+) -> None:
+    leave_room_for_four(start_tenantgate, core, kubectl)
 
     assert kubectl("apply", "-f", "-", stdin=deployment("web", 10)).strip() == (
         "deployment.apps/web created"
@@ -188,10 +195,7 @@ def test_a_deployment_gets_the_room_there_is_and_the_rest_once_room_frees(
 def test_a_job_runs_through_a_tenant_with_room_for_four(
     start_tenantgate: StartTenantgate, core: Any, kubectl: Callable[..., str]
 ) -> None:
-    start_tenantgate()
-    core.create_namespace({"metadata": {"name": "team-a"}})
-    kubectl("apply", "-f", "-", stdin=deployment("other", 2))
-    eventually(lambda: len(live_pods(core, "app=other")) == 2, "the 2 other pods")
+    leave_room_for_four(start_tenantgate, core, kubectl)
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -6,7 +6,7 @@ import asyncio
 import copy
 import itertools
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -498,13 +498,23 @@ async def test_losing_the_lease_drops_unwritten_controller_changes(
     await store.transact(tenant, booking("r-1"))
     devapi.faults.add_errors(503, resource=RESOURCE, count=1000)
     store.update(tenant, lambda current: (cancel(current, reservation_id="r-1"), None))
-    await asyncio.sleep(0.1)
+    # Lose the lease only once the change's write has been tried (and refused): waiting on a
+    # fixed sleep made the test depend on how loaded the machine was.
+    await _until(lambda: devapi.faults.snapshot()["errors"][0]["remaining"] < 1000)
     store.set_leading(False)
     devapi.faults.clear()
     await store.transact(tenant, lambda ledger: (ledger, None))
     await drained(store)
     assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-1"]
     assert store.stats.replays_dropped == 1
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(3000):  # 30 s
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
 
 
 async def test_refresh_reads_every_ledger(
