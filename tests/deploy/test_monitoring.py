@@ -200,7 +200,7 @@ def test_the_dashboard_is_shipped_as_the_component_configmap() -> None:
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(ids) == len(set(ids)), "panel ids must be unique"
     titles = {panel["title"] for panel in dashboard["panels"]}
-    for wanted in ("Admissions by verdict", "Denials by reason", "Review latency"):
+    for wanted in ("Admissions by verdict", "Denials by reason", "Review latency", "Pods queued"):
         assert wanted in titles
 
 
