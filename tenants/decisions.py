@@ -811,7 +811,7 @@ class PolicyAdmitter:
                 if booking.decision.tier is None
                 else f"pods of tenant {tenant.name} wait for its room"
             )
-            return Verdict.deny(full_message(tenant, base, answer.pending), cause="over_quota")
+            return Verdict.deny(full_message(tenant, base, answer.pending), cause="queue_full")
         policy = self._policy
         set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
         add_gate(mutated)
@@ -1103,7 +1103,7 @@ class PolicyAdmitter:
             )
         if result.outcome == "denied":
             return Verdict.deny(
-                result.message, code=result.code, reason=result.reason, cause="over_quota"
+                result.message, code=result.code, reason=result.reason, cause=result.cause
             )
         return Verdict(
             allowed=True,

@@ -33,6 +33,7 @@ from tenants.ledger import (
 )
 from tenants.queueing import entry_position, never_fits, queue_pod, queued_warning, room_shortfalls
 from tenants.quota import Decision, check, denial_message
+from tenants.verdicts import DenialCause
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class GateCheck:
     tier: Tier | None = None
     code: int = 403
     reason: str = "Forbidden"
+    cause: DenialCause = "over_quota"  # of a denial, for the metric
 
 
 def confirm_gated_create(
@@ -95,6 +97,7 @@ def confirm_gated_create(
             "denied",
             f"tenant {tenant.name}'s queue is full ({answer.pending} pods waiting, maxPending "
             f"{tenant.queue.max_pending})",
+            cause="queue_full",
         )
     return queued, GateCheck("queued", queued_warning(tenant, answer))
 

@@ -32,6 +32,7 @@ class AdmissionInput:
 
 DenialCause = Literal[
     "over_quota",
+    "queue_full",
     "priority_class",
     "profile_not_allowed",
     "invalid_request",

@@ -124,6 +124,20 @@ def test_max_pending_rejects_with_the_limit(chain: Chain) -> None:
         "cpu=2; tenant q's queue is full (3 pods waiting, maxPending 3): try again when pods "
         "of q finish"
     )
+    assert denied.cause == "queue_full"  # the reason label of tenantgate_denials_total
+
+
+def test_a_gated_pod_that_finds_the_queue_full_at_validate_is_counted_as_queue_full(
+    chain: Chain,
+) -> None:
+    """A gate set without the mutating webhook is queued by /validate, up to maxPending."""
+    fill(chain, 2)
+    for index in range(3):
+        assert chain.admit(qpod(), uid=f"w-{index}", pod_uid=f"w-{index}")[0].allowed
+    denied = chain.validate(stored(qpod(schedulingGates=[GATE]), pod_uid="raw"), uid="raw")
+    assert not denied.allowed
+    assert denied.message == "tenant q's queue is full (3 pods waiting, maxPending 3)"
+    assert denied.cause == "queue_full"
 
 
 def test_dry_run_answers_the_same_and_records_nothing(chain: Chain) -> None:
