@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "development (generous burst, no spreads), hpc (batch and MPI jobs on a gang "
         "scheduler), memory (memory-heavy pods to a memory-optimized scheduler), "
         "microservices (api and web spread over zones, small defaults), multitenant "
-        "(several tenants found by namespace labels), scheduler-selector (a scheduler per "
-        "kind of pod). Check the result with `tenantgate lint FILE`.",
+        "(several tenants found by namespace labels, one in queue mode), scheduler-selector "
+        "(a scheduler per kind of pod). Check the result with `tenantgate lint FILE`.",
     )
     parser.add_argument(
         "--preset", choices=names, default=DEFAULT_PRESET, help="which preset (default: default)"

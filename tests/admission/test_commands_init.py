@@ -149,3 +149,43 @@ def test_scheduler_selector_routes_each_kind_of_pod(
 
     assert code == 0, row
     assert row["mutated"]["spec"].get("schedulerName") == scheduler
+
+
+def test_multitenant_queues_ml_pods_over_quota_and_refuses_other_teams(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The ml tenant is in queue mode: at its GPU ceiling a training pod waits for the
+    guarantee behind the gate; team-a (overQuota: reject) denies at its ceiling."""
+    config = init(capsys, tmp_path, "multitenant")
+    usage = tmp_path / "usage.json"
+    usage.write_text(
+        json.dumps(
+            {
+                "tenants": {
+                    "ml": {
+                        "used": {
+                            "guaranteed": {"cpu": "8", "nvidia.com/gpu": "4"},
+                            "burst": {"nvidia.com/gpu": "2"},
+                        }
+                    },
+                    "team-a": {"used": {"guaranteed": {"cpu": "8"}, "burst": {"cpu": "4"}}},
+                }
+            }
+        )
+    )
+
+    def at_usage(manifest: Path) -> tuple[int, Any]:
+        argv = ["review", "--config", str(config), "-f", str(manifest), "--usage", str(usage)]
+        code = main([*argv, "-o", "json"])
+        return code, json.loads(capsys.readouterr().out)
+
+    code, (gpu,) = at_usage(ROOT / "examples" / "pods" / "gpu-training.yaml")
+    assert code == 0, gpu
+    assert (gpu["tenant"], gpu["allowed"], gpu["tier"]) == ("ml", True, "queued")
+    assert {"name": "tenantgate.io/quota"} in gpu["mutated"]["spec"]["schedulingGates"]
+    assert gpu["mutated"]["spec"]["priorityClassName"] == "batch-low"  # its profile's class
+    assert any(w.startswith("queued: ml is at its guarantee") for w in gpu["warnings"])
+
+    code, (web,) = at_usage(ROOT / "examples" / "pods" / "web.yaml")
+    assert code == 3, web
+    assert (web["tenant"], web["allowed"]) == ("team-a", False)
