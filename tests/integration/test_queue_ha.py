@@ -1,6 +1,6 @@
 """Queue mode with three replicas sharing one ledger, and the leader killed mid-run.
 
-600 concurrent operations (400 creates, 200 deletes of running pods) against a tenant whose
+600 concurrent creates, and 200 deletes of running pods while they run, against a tenant whose
 guarantee holds ``ROOM`` pods, with ``overQuota: queue``. A watch of the namespace follows every
 pod: at no instant do more than ``ROOM`` pods run without the gate (0 over-admission), and
 once the deletions stop, the new leader has released exactly as many as fit, kept every other
@@ -33,6 +33,8 @@ pytestmark = pytest.mark.slow
 
 GATE = "tenantgate.io/quota"
 ROOM = 20
+CREATES = 600
+DELETES = 200
 
 CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -160,8 +162,8 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
     deletes_done = threading.Event()
 
     def deleter() -> None:
-        # 200 deletions of running pods, as they appear: each frees room for one queued pod.
-        while len(deleted) < 200:
+        # Deletions of running pods, as they appear: each frees room for one queued pod.
+        while len(deleted) < DELETES:
             candidates = [n for n in observer.running() if n not in deleted]
             if not candidates:
                 time.sleep(0.01)
@@ -179,7 +181,7 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
 
     def creator(index: int) -> None:
         create(core, f"p-{index:03d}")
-        if index == 200 and not killed.is_set():
+        if index == CREATES // 2 and not killed.is_set():
             killed.set()
             cluster.leader().kill()
 
@@ -187,7 +189,7 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
         worker = threading.Thread(target=deleter, daemon=True)
         worker.start()
         with ThreadPoolExecutor(max_workers=12) as pool:
-            list(pool.map(creator, range(400)))
+            list(pool.map(creator, range(CREATES)))
         assert deletes_done.wait(WAIT * 3), f"only {len(deleted)} deletions"
         survivors = [r for r in cluster.replicas if r.alive]
         assert len(survivors) == 2
@@ -209,7 +211,7 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
         assert leader.alive
         pods = cluster.pods()
         waiting = [p for p in pods if gated(p)]
-        assert len(pods) == 400 - len(deleted)
+        assert len(pods) == CREATES - len(deleted)
         assert len(waiting) == len(pods) - ROOM
 
         def listed() -> list[str]:
