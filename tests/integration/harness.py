@@ -16,8 +16,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -206,6 +207,33 @@ class Tenantgate:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# Periodic work pushed out of a test's way: no reload, sweep or recount happens by itself.
+STILL = Timings(
+    config_poll_seconds=3600,
+    sweep_seconds=3600,
+    recount_seconds=3600,
+    watch_timeout_seconds=60,
+)
+
+
+@contextmanager
+def offline_tenantgate(config: Path, cert_dir: Path) -> Iterator[Tenantgate]:
+    """``tenantgate serve --offline`` on ``config`` (127.0.0.1, free ports), once ready."""
+    settings = Settings(
+        config=config,
+        cert_dir=cert_dir,
+        host="127.0.0.1",
+        port=0,
+        metrics_host="127.0.0.1",
+        metrics_port=0,
+        offline=True,
+        shutdown_grace_seconds=1,
+    )
+    with Tenantgate(settings, timings=STILL) as running:
+        running.wait_ready()
+        yield running
 
 
 def register_webhooks(kubeconfig: Path, *, url: str, ca_bundle: bytes) -> None:

@@ -32,22 +32,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from admission.cli import main
 from admission.commands.usage import render
-from admission.runtime import Timings
-from admission.settings import Settings
 from tests.integration.conftest import StartTenantgate
-from tests.integration.harness import WAIT, Tenantgate, eventually
+from tests.integration.harness import WAIT, Tenantgate, eventually, offline_tenantgate
 from tests.tlsclient import client_context
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION: Final = ROOT / "examples" / "production-limits.yaml"
 NAMESPACE: Final = "production"
 TENANT: Final = "production"
-STILL: Final = Timings(
-    config_poll_seconds=3600,
-    sweep_seconds=3600,
-    recount_seconds=3600,
-    watch_timeout_seconds=60,
-)
 
 
 def container(
@@ -248,18 +240,7 @@ async def send(
 
 @pytest.fixture
 def server(tmp_path: Path, cert_dir: Path) -> Iterator[Tenantgate]:
-    settings = Settings(
-        config=PRODUCTION,
-        cert_dir=cert_dir,
-        host="127.0.0.1",
-        port=0,
-        metrics_host="127.0.0.1",
-        metrics_port=0,
-        offline=True,
-        shutdown_grace_seconds=1,
-    )
-    with Tenantgate(settings, timings=STILL) as running:
-        running.wait_ready()
+    with offline_tenantgate(PRODUCTION, cert_dir) as running:
         yield running
 
 

@@ -27,12 +27,10 @@ import httpx
 import jsonpatch
 import pytest
 
-from admission.runtime import Timings
-from admission.settings import Settings
 from tenants.config import Policy
 from tenants.configfile import load_policy
 from tenants.ledger import TenantLedger, ledger_to_json
-from tests.integration.harness import WAIT, Tenantgate
+from tests.integration.harness import WAIT, Tenantgate, offline_tenantgate
 from tests.tlsclient import client_context
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,12 +48,6 @@ QUOTA_MESSAGE: Final = (
     "guaranteed cpu=4"
 )
 # Nothing in the background may change the ledger during a run: no expiry sweep, no recount.
-STILL: Final = Timings(
-    config_poll_seconds=3600,
-    sweep_seconds=3600,
-    recount_seconds=3600,
-    watch_timeout_seconds=60,
-)
 # kube's rand.SafeEncodeString alphabet, which generateName suffixes use.
 _NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -67,18 +59,7 @@ def policy() -> Policy:
 
 @pytest.fixture
 def tenantgate(tmp_path: Path, cert_dir: Path) -> Iterator[Tenantgate]:
-    settings = Settings(
-        config=EXAMPLE_CONFIG,
-        cert_dir=cert_dir,
-        host="127.0.0.1",
-        port=0,
-        metrics_host="127.0.0.1",
-        metrics_port=0,
-        offline=True,
-        shutdown_grace_seconds=1,
-    )
-    with Tenantgate(settings, timings=STILL) as running:
-        running.wait_ready()
+    with offline_tenantgate(EXAMPLE_CONFIG, cert_dir) as running:
         yield running
 
 
