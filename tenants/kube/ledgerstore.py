@@ -663,6 +663,12 @@ class KubeLedgerStore:
             raise
         except Exception:
             logger.exception("ledger commit for tenant %s failed", tenant)
+            if replays:
+                # Those controller changes are lost (the next recount repairs what they did):
+                # the view must not keep showing them, or the sweep and the recount would
+                # trust a ledger that was never stored.
+                self.stats.replays_dropped += len(replays)
+                self._forget_view(tenant, queue)
             self._fail(
                 batch,
                 LedgerUnavailable(
@@ -702,7 +708,7 @@ class KubeLedgerStore:
                 exhausted = [w for w in batch if w.conflicts >= self.policy.max_attempts]
                 if exhausted:
                     self.stats.exhausted += len(exhausted)
-                    self._fail(exhausted, self._busy(tenant, conflicts))
+                    self._fail(exhausted, self._busy(tenant, self.policy.max_attempts))
                     batch[:] = [w for w in batch if w.conflicts < self.policy.max_attempts]
                 if not batch and conflicts >= self.policy.max_attempts:
                     self._defer(tenant, queue, replays, reason="kept conflicting")
@@ -863,6 +869,17 @@ class KubeLedgerStore:
                 view = replay.apply(view)
         self._views[tenant] = view
 
+    def _forget_view(self, tenant: str, queue: _Queue) -> None:
+        """Rebuild the view from the last stored object and the changes still queued."""
+        self._views.pop(tenant, None)
+        if not queue.replays or not self._leading:
+            return
+        view = self.get(tenant)
+        for replay in queue.replays:
+            with contextlib.suppress(Exception):
+                view = replay.apply(view)
+        self._views[tenant] = view
+
     def _parse(self, stored: StoredLedger) -> TenantLedger:
         try:
             return ledger_from_json(dict(stored.status or {}), tenant=stored.name)
@@ -878,10 +895,12 @@ class KubeLedgerStore:
 
     # -- messages ------------------------------------------------------------------------
 
-    def _busy(self, tenant: str, conflicts: int) -> LedgerUnavailable:
+    def _busy(self, tenant: str, attempts: int) -> LedgerUnavailable:
+        """Each failed change tried ``attempts`` times; the batch it last rode may have tried
+        more (later changes join a batch that keeps conflicting), which is not its story."""
         return LedgerUnavailable(
             f"tenant {tenant}: the quota ledger is busy (TenantLedger {tenant} changed during "
-            f"{conflicts} attempts to book); retry",
+            f"{attempts} attempts to book); retry",
             code=CONFLICT_CODE,
             reason="Conflict",
         )

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import itertools
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -220,6 +221,25 @@ async def test_a_conflict_storm_longer_than_the_attempts_fails_closed(
     assert store.stats.exhausted == 1
     devapi.faults.clear()
     assert stored(api_client, tenant)["metadata"]["resourceVersion"] == before
+
+
+async def test_a_change_that_joins_a_conflicting_batch_reports_its_own_attempts(
+    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    store = new_store(api_client, stores)
+    await store.transact(tenant, booking("r-0"))
+    devapi.faults.conflict_storm(RESOURCE, count=100)
+
+    first = asyncio.ensure_future(store.transact(tenant, booking("r-1")))
+    await _until(lambda: store.stats.conflicts >= 2, interval=0.001)
+    # r-2 joins the batch after it has already conflicted twice: the batch tries 7 times in
+    # all, r-2 five times, and r-2's message says five.
+    with pytest.raises(LedgerUnavailable) as raised:
+        await store.transact(tenant, booking("r-2"))
+    with pytest.raises(LedgerUnavailable):
+        await first
+    assert store.stats.conflicts >= 7
+    assert "changed during 5 attempts to book" in raised.value.message
 
 
 async def test_an_unreachable_api_server_fails_closed(stores: list[KubeLedgerStore]) -> None:
@@ -490,6 +510,37 @@ async def test_controller_changes_wait_out_an_unreachable_api_server(
     assert store.stats.replays == 1
 
 
+class _BrokenWrites(KubeLedgerClient):
+    """A client whose next ``broken`` status writes fail with an unexpected exception."""
+
+    broken = 0
+
+    def write_status(self, name: str, status: Any, *, resource_version: str) -> Any:
+        if self.broken:
+            self.broken -= 1
+            raise RuntimeError("unexpected")
+        return super().write_status(name, status, resource_version=resource_version)
+
+
+async def test_a_controller_change_lost_to_an_unexpected_error_leaves_the_view(
+    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    broken = _BrokenWrites(api_client)
+    store = KubeLedgerStore(broken, policy=FAST)
+    stores.append(store)
+    store.set_leading(True)
+    await store.transact(tenant, booking("r-1"))
+    broken.broken = 1
+    store.update(tenant, lambda current: (cancel(current, reservation_id="r-1"), None))
+    await drained(store)
+
+    # The cancel was never stored: the view shows the stored ledger again, so the sweep still
+    # expires r-1 and the recount sees the ledger as it is.
+    assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-1"]
+    assert sorted(store.get(tenant).reservations) == ["r-1"]
+    assert store.stats.replays_dropped == 1
+
+
 async def test_losing_the_lease_drops_unwritten_controller_changes(
     api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
@@ -509,11 +560,12 @@ async def test_losing_the_lease_drops_unwritten_controller_changes(
     assert store.stats.replays_dropped == 1
 
 
-async def _until(check: Callable[[], bool]) -> None:
-    for _ in range(3000):  # 30 s
+async def _until(check: Callable[[], bool], *, interval: float = 0.01) -> None:
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
         if check():
             return
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(interval)
     raise AssertionError("timed out")
 
 
