@@ -161,7 +161,10 @@ class RoundRobin:
                 with contextlib.suppress(Exception):
                     sink.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        # The proxy stopping with this connection open cancels this task, the top of its
+        # stack: ending it quietly keeps asyncio from logging the cancellation as an error.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
 # --------------------------------------------------------------------------- the replicas
@@ -380,6 +383,18 @@ def ha_cluster(
                 proxy.stop()
             for replica in running:
                 replica.process.stop()
+                (directory / f"{replica.name}.log").write_text("".join(replica.process.lines))
+
+
+def replica_warnings(cluster: Cluster, *, last: int = 20) -> str:
+    """The replicas' last warnings and errors, for a failure message (CI keeps nothing else)."""
+    lines = [
+        f"{replica.name}: {line.rstrip()}"
+        for replica in cluster.replicas
+        for line in replica.process.lines
+        if '"level":"warning"' in line or '"level":"error"' in line
+    ]
+    return "\n".join(lines[-last:])
 
 
 def _recounts(cluster: Cluster) -> float:
@@ -497,11 +512,11 @@ def create_all(
     cluster: Cluster,
     names: list[str],
     *,
-    during: Callable[[int], None],
+    during: Callable[[int, int], None],
     make: Callable[[str], dict[str, Any]] = pod,
 ) -> Counter[str]:
-    """Create ``names`` (pods built by ``make``) concurrently; ``during(done)`` runs after each
-    answer."""
+    """Create ``names`` (pods built by ``make``) concurrently; ``during(answered, created)``
+    runs after each answer, with the counts so far."""
     api = cluster.api_client(pool=64)
     core = client.CoreV1Api(api)
     outcomes: Counter[str] = Counter()
@@ -511,8 +526,8 @@ def create_all(
         outcome = create_pod(core, name, make)
         with lock:
             outcomes[outcome] += 1
-            done = sum(outcomes.values())
-        during(done)
+            done, created = sum(outcomes.values()), outcomes["created"]
+        during(done, created)
 
     try:
         with ThreadPoolExecutor(64) as pool:
@@ -530,19 +545,25 @@ def run_ha_scenario(
     kill_leader_after: int | None = None,
 ) -> ScenarioResult:
     """``pods`` concurrent creates; ``storms`` conflict storms of 25 refused ledger writes
-    spread over the run; optionally SIGKILL the lease holder after that many answers.
+    spread over the admissions; optionally SIGKILL the lease holder after that many answers.
 
     When reservations were orphaned (a replica died between booking and answering, a
     validation gave up after too many conflicts), their quota comes back after the TTL: the
     pods refused meanwhile are created again, so that the run ends with the full ceiling.
     """
     names = [f"p-{n}" for n in range(pods)]
-    storm_points = {int(pods * (k + 1) / (storms + 1)) for k in range(storms)}
+    # Storms break out while pods are still being admitted, so that the writers they refuse
+    # are the racing creates; placed by answers, they would mostly fall after the ceiling,
+    # when denials write nothing and only the lease holder's changes are left to refuse.
+    storm_points = [int(cluster.ceiling * (k + 1) / (storms + 1)) for k in range(storms)]
+    storm_lock = threading.Lock()
     killed = threading.Event()
 
-    def during(done: int) -> None:
-        if done in storm_points:
-            cluster.api.faults.conflict_storm(RESOURCE, count=25)
+    def during(done: int, created: int) -> None:
+        with storm_lock:
+            if storm_points and created >= storm_points[0]:
+                storm_points.pop(0)
+                cluster.api.faults.conflict_storm(RESOURCE, count=25)
         if kill_leader_after is not None and done >= kill_leader_after and not killed.is_set():
             killed.set()
             cluster.leader().kill()
@@ -550,6 +571,11 @@ def run_ha_scenario(
     started = time.monotonic()
     outcomes = create_all(cluster, names, during=during)
     seconds = time.monotonic() - started
+    if storms:
+        # Whatever the creates left of the last storm would fall on the lease holder's changes
+        # alone (ten refused writes per try, tries spaced up to 10 s apart): refusals no real
+        # cluster produces once its writers have stopped.
+        cluster.api.faults.clear()
     assert len(cluster.pods()) == outcomes["created"]
     assert outcomes["created"] <= cluster.ceiling, "over-admission"
 
@@ -557,10 +583,13 @@ def run_ha_scenario(
     if outcomes["created"] < cluster.ceiling:
         # Orphaned reservations hold quota until they expire: wait for the lease holder to
         # release them, then try the refused pods again.
-        eventually(lambda: not cluster.ledger_status().get("reservations"), "orphans to expire")
+        try:
+            eventually(lambda: not cluster.ledger_status().get("reservations"), "orphans to expire")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{replica_warnings(cluster)}") from None
         created = {p["metadata"]["name"] for p in cluster.pods()}
         retry = [n for n in names if n not in created]
-        again = create_all(cluster, retry, during=lambda _done: None)
+        again = create_all(cluster, retry, during=lambda *_: None)
         second_wave = again["created"]
     alive = [r for r in cluster.replicas if r.alive]
     return ScenarioResult(
@@ -609,12 +638,19 @@ def check_outcome(cluster: Cluster) -> None:
     recounts = _recounts(cluster)
     eventually(lambda: _recounts(cluster) > recounts, "the lease holder's next recount")
     expected = truth(cluster)
-    eventually(
-        lambda: (
-            stored_usage(cluster) == expected and not cluster.ledger_status().get("reservations")
-        ),
-        "the TenantLedger to equal the truth",
-    )
+    seen: list[dict[str, Any]] = []
+
+    def equal() -> bool:
+        status = cluster.ledger_status()
+        seen[:] = [status]
+        return stored_usage(cluster) == expected and not status.get("reservations")
+
+    try:
+        eventually(equal, "the TenantLedger to equal the truth")
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}: expected {expected}, last status {seen}\n{replica_warnings(cluster)}"
+        ) from None
     ledger = ledger_from_json(cluster.ledger_status(), tenant=TENANT)
     assert ledger.guaranteed["pods"] == Quantity.parse(str(cluster.guaranteed))
     assert ledger.burst["pods"] == Quantity.parse(str(cluster.ceiling - cluster.guaranteed))

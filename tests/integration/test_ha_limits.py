@@ -79,14 +79,14 @@ def truth(cluster: Cluster) -> dict[str, dict[str, int]]:
 
 def test_concurrent_creates_admit_exactly_the_limits_ceiling(cluster: Cluster) -> None:
     names = [f"p-{n}" for n in range(PODS)]
-    outcomes = create_all(cluster, names, during=lambda _done: None, make=bare_pod)
+    outcomes = create_all(cluster, names, during=lambda *_: None, make=bare_pod)
     assert outcomes["created"] <= 100, "over-admission"
     if outcomes["created"] < 100:
         # Orphaned reservations (a validation that gave up) come back after the TTL.
         eventually(lambda: not cluster.ledger_status().get("reservations"), "orphans to expire")
         created = {p["metadata"]["name"] for p in cluster.pods()}
         create_all(
-            cluster, [n for n in names if n not in created], during=lambda _d: None, make=bare_pod
+            cluster, [n for n in names if n not in created], during=lambda *_: None, make=bare_pod
         )
     pods = cluster.pods()
     assert len(pods) == 100

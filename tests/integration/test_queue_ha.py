@@ -228,9 +228,31 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
             )
         ]
         eventually(lambda: listed() == expected, "every waiting pod in line, in order")
-        status = cluster.ledger_status()
-        assert status["used"]["guaranteed"]["pods"] == str(ROOM)
-        assert len(status.get("queued", [])) == len(waiting)
+        # The stored ledger follows the leader's queue within a write (or, for an entry a
+        # killed leader left behind, the next recount): exactly the waiting pods, settled.
+        uids = sorted(p["metadata"]["uid"] for p in waiting)
+        seen: list[dict[str, Any]] = []
+
+        def stored_queue_is_the_waiting_pods() -> bool:
+            seen[:] = [cluster.ledger_status()]
+            entries = seen[0].get("queued", [])
+            return (
+                seen[0]["used"]["guaranteed"].get("pods") == str(ROOM)
+                and sorted(e.get("podUID", "") for e in entries) == uids
+                and not any(e.get("expiresAt") for e in entries)
+            )
+
+        try:
+            eventually(stored_queue_is_the_waiting_pods, "the stored queue to be the waiting pods")
+        except AssertionError:
+            entries = seen[0].get("queued", [])
+            extra = [e for e in entries if e.get("podUID") not in set(uids)]
+            missing = set(uids) - {e.get("podUID") for e in entries}
+            raise AssertionError(
+                f"stored used {seen[0].get('used')}; {len(entries)} queued entries for "
+                f"{len(uids)} waiting pods; not waiting: {extra[:5]}; "
+                f"missing: {sorted(missing)[:5]}"
+            ) from None
     finally:
         observer.stop()
         api.close()
