@@ -178,11 +178,19 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
         deletes_done.set()
 
     killed = threading.Event()
+    answered: list[int] = [0]
+    answered_lock = threading.Lock()
 
     def creator(index: int) -> None:
         create(core, f"p-{index:03d}")
-        if index == CREATES // 2 and not killed.is_set():
-            killed.set()
+        # Half-way by answers, not by the index: p-300's own create may be retried until
+        # after every other one, and a leader killed then has nothing left to hand over.
+        with answered_lock:
+            answered[0] += 1
+            kill = answered[0] >= CREATES // 2 and not killed.is_set()
+            if kill:
+                killed.set()
+        if kill:
             cluster.leader().kill()
 
     try:
@@ -193,6 +201,12 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
         assert deletes_done.wait(WAIT * 3), f"only {len(deleted)} deletions"
         survivors = [r for r in cluster.replicas if r.alive]
         assert len(survivors) == 2
+
+        def survivor_leads() -> bool:
+            holder = cluster.lease()["spec"].get("holderIdentity") or ""
+            return any(holder.startswith(f"{r.name}_") for r in survivors)
+
+        eventually(survivor_leads, "a surviving replica to hold the Lease", timeout=WAIT)
 
         # Once a new leader holds the Lease, the room is filled again, and no more.
         def settled() -> bool:
