@@ -249,6 +249,9 @@ class Releaser:
         self._wake: asyncio.Event | None = None
         self._in_flight: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        # Tenants whose head failed to release for a reason not its own (the API server, a
+        # webhook or the ledger): tenant -> that pod's uid, until its backoff ends.
+        self._held: dict[str, str] = {}
         self._released: dict[str, tuple[str, float]] = {}  # uid -> (tenant, released at)
         self._executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="release")
         self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
@@ -284,12 +287,20 @@ class Releaser:
         queue = self._controller.queues.queues.get(tenant)
         if queue is not None:
             queue.unpark(pod.uid)
+        self._unhold(tenant, pod.uid)
 
     def left(self, tenant: str, uid: str) -> None:
         self.pace.forget(uid)
         timer = self._timers.pop(uid, None)
         if timer is not None:
             timer.cancel()
+        self._unhold(tenant, uid)
+
+    def _unhold(self, tenant: str, uid: str) -> None:
+        """The pod holding ``tenant``'s line is retried now or gone: the line moves again."""
+        if self._held.get(tenant) == uid:
+            del self._held[tenant]
+            self.room_changed(tenant)
 
     def room_changed(self, tenant: str) -> None:
         self._dirty.add(tenant)
@@ -328,6 +339,7 @@ class Releaser:
             for timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
+            self._held.clear()
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -337,7 +349,7 @@ class Releaser:
         queue = self._controller.queues.queues.get(tenant)
         policy = self._controller.policy
         known = policy.tenants.get(tenant)
-        if queue is None or known is None:
+        if queue is None or known is None or tenant in self._held:
             return
         now = self._clock()
         available = self.pace.available(now)
@@ -362,7 +374,7 @@ class Releaser:
                 room = await self._release(tenant, pod, tier=queue_policy.tier)
             finally:
                 self._in_flight.discard(pod.uid)
-            if not room:
+            if not room or tenant in self._held:
                 break
         if len(plan.pods) >= available:
             self._later(self.pace.next_token_in(self._clock()), tenant)
@@ -490,6 +502,10 @@ class Releaser:
             )
             return  # stays parked
         logger.info("release of %s failed (%s); retry in %.3fs", pod.key, message, delay)
+        if reason in _NOT_THE_POD:
+            # Whatever failed would fail the next pod too, and letting it through would put
+            # it ahead of this one: the whole line waits out this pod's backoff.
+            self._held[tenant] = pod.uid
         self._later(delay, tenant, unpark=pod.uid)
 
     def _later(self, delay: float, tenant: str, *, unpark: str | None = None) -> None:
@@ -498,6 +514,8 @@ class Releaser:
         def fire() -> None:
             if unpark is not None:
                 self._timers.pop(unpark, None)
+                if self._held.get(tenant) == unpark:
+                    del self._held[tenant]
                 queue = self._controller.queues.queues.get(tenant)
                 if queue is not None:
                     queue.unpark(unpark)
@@ -583,6 +601,10 @@ class Releaser:
             "givenUp": dict(sorted(self.stats.given_up.items())),
             "releasedUnschedulable": dict(sorted(self.stats.unschedulable.items())),
         }
+
+
+# Release failures that say nothing about the pod itself.
+_NOT_THE_POD: Final = frozenset({"unavailable", "ledger"})
 
 
 def _reason(exc: KubeError) -> str:

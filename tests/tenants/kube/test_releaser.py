@@ -127,6 +127,47 @@ def test_after_eight_failures_the_pod_is_reported_and_skipped() -> None:
     assert releaser.stats.errors == {"forbidden": 10}
 
 
+class FailingFirst(FakePods):
+    """The first PATCH fails with ``error``; the later ones go through."""
+
+    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+        self.patches.append(pod.name)
+        if len(self.patches) == 1 and self.error is not None:
+            raise self.error
+
+
+def test_a_release_failing_for_a_reason_not_the_pods_own_holds_the_whole_line() -> None:
+    # The webhook or the API server failed the head's PATCH: the next pod would fail the
+    # same way, or, once it is back, be released ahead of the head. Neither may happen.
+    fake = FailingFirst(KubeError("webhook unreachable", status=500), gated=True)
+    policy = load_text(CONFIG).policy
+    store = MemoryLedger()
+    controller = LedgerController(store, policy=policy)
+    releaser = Releaser(controller, store, fake, clock=lambda: NOW, pace=PaceSettings())
+    head, younger = gated_pod("p", "uid-p"), gated_pod("p2", "uid-p2")
+    younger["metadata"]["creationTimestamp"] = "2023-11-14T22:13:21Z"
+
+    async def main() -> None:
+        listed = [pod_facts(head), pod_facts(younger)]
+        controller.replace_pods([f for f in listed if f is not None], now=NOW, initial=True)
+        await releaser._evaluate("q")
+        assert fake.patches == ["p"]
+        await releaser._evaluate("q")  # room_changed fired meanwhile: the line still waits
+        assert fake.patches == ["p"]
+        for _ in range(500):  # the head's backoff timer retries it first
+            if len(fake.patches) > 1:
+                break
+            await asyncio.sleep(0.01)
+            if "q" in releaser._dirty:
+                releaser._dirty.discard("q")
+                await releaser._evaluate("q")
+
+    asyncio.run(main())
+    releaser.close()
+    assert fake.patches == ["p", "p"]
+    assert releaser.stats.released == {("q", "guaranteed"): 1}
+
+
 def test_the_patch_deletes_only_tenantgate_s_gate_under_a_precondition() -> None:
     pod = QueuedPod("u", "q", "p", 1000, 0.0, {}, "e", resource_version="42")
     assert ungate_patch(pod, tier="guaranteed") == {
