@@ -668,7 +668,7 @@ class KubeLedgerStore:
                 # the view must not keep showing them, or the sweep and the recount would
                 # trust a ledger that was never stored.
                 self.stats.replays_dropped += len(replays)
-                self._forget_view(tenant, queue)
+                self._forget_view(tenant)
             self._fail(
                 batch,
                 LedgerUnavailable(
@@ -858,23 +858,22 @@ class KubeLedgerStore:
         self._known[tenant] = _Known(written.resource_version, as_stored)
         if self._leading:
             self._charges[tenant] = ledger.charges
+        # Controller changes made while this write was in flight: the view keeps them.
+        self._set_view(tenant, ledger)
+
+    def _forget_view(self, tenant: str) -> None:
+        """Rebuild the view from the last stored object and the changes still queued."""
+        self._views.pop(tenant, None)
+        self._set_view(tenant, self.get(tenant))
+
+    def _set_view(self, tenant: str, stored: TenantLedger) -> None:
+        """The view: ``stored`` with the controller's changes still queued applied; none when
+        nothing is queued (``get`` then reads the stored object)."""
         queue = self._queues.get(tenant)
         if queue is None or not queue.replays or not self._leading:
             self._views.pop(tenant, None)
             return
-        # Controller changes made while this write was in flight: the view keeps them.
-        view = ledger
-        for replay in queue.replays:
-            with contextlib.suppress(Exception):
-                view = replay.apply(view)
-        self._views[tenant] = view
-
-    def _forget_view(self, tenant: str, queue: _Queue) -> None:
-        """Rebuild the view from the last stored object and the changes still queued."""
-        self._views.pop(tenant, None)
-        if not queue.replays or not self._leading:
-            return
-        view = self.get(tenant)
+        view = stored
         for replay in queue.replays:
             with contextlib.suppress(Exception):
                 view = replay.apply(view)

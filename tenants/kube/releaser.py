@@ -514,11 +514,10 @@ class Releaser:
         def fire() -> None:
             if unpark is not None:
                 self._timers.pop(unpark, None)
-                if self._held.get(tenant) == unpark:
-                    del self._held[tenant]
                 queue = self._controller.queues.queues.get(tenant)
                 if queue is not None:
                     queue.unpark(unpark)
+                self._unhold(tenant, unpark)
             self.room_changed(tenant)
 
         handle = loop.call_later(max(delay, 0.0), fire)

@@ -26,6 +26,7 @@ from tests.integration.test_ha import (
     RETRYABLE,
     WAIT,
     Cluster,
+    _has_leader,
     ha_cluster,
 )
 
@@ -202,11 +203,11 @@ def test_600_creates_and_deletes_with_the_leader_killed_never_over_admit(
         survivors = [r for r in cluster.replicas if r.alive]
         assert len(survivors) == 2
 
-        def survivor_leads() -> bool:
-            holder = cluster.lease()["spec"].get("holderIdentity") or ""
-            return any(holder.startswith(f"{r.name}_") for r in survivors)
-
-        eventually(survivor_leads, "a surviving replica to hold the Lease", timeout=WAIT)
+        eventually(
+            lambda: _has_leader(cluster) and cluster.leader().alive,
+            "a surviving replica to hold the Lease",
+            timeout=WAIT,
+        )
 
         # Once a new leader holds the Lease, the room is filled again, and no more.
         def settled() -> bool:
