@@ -8,11 +8,13 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 # The image the Deployment in deploy/webhooks names.
 IMAGE  ?= ghcr.io/tenantgate/tenantgate:$(VERSION)
 
-.PHONY: help install run test check format lint typecheck contracts bench bench-quick manifests image image-test devapi-schema clean
+.PHONY: help install kube cluster run test check format lint typecheck contracts bench bench-quick manifests image image-test devapi-schema clean
 
 help:
 	@echo "make run         install and start the webhook on the embedded defaults (https://localhost:8443)"
-	@echo "make test        install with test extras and run the whole suite"
+	@echo "make test        install with test extras, build Kubernetes (make kube) and run the whole suite"
+	@echo "make kube        build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl v1.37 (needs Go 1.26+)"
+	@echo "make cluster     a real control plane with tenantgate installed, until Ctrl-C (CONFIG=FILE)"
 	@echo "make check       format check, lint, mypy --strict, import contracts, tests"
 	@echo "make format      rewrite files with ruff format"
 	@echo "make bench       full benchmark run (writes bench/results/latest.json)"
@@ -41,7 +43,16 @@ install: $(STAMP) $(TOOLS)
 run: install
 	$(BIN)/tenantgate serve
 
-test: install
+# One binary for the control plane, built from testcluster/kube into ~/.cache/tenantgate/kube/<pins>/
+# and reused while the pins are unchanged.
+kube: install
+	$(BIN)/python -m testcluster build
+
+CONFIG ?= examples/tenantgate.yaml
+cluster: install
+	$(BIN)/python -m testcluster up --config $(CONFIG)
+
+test: install kube
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 format: install
@@ -53,7 +64,7 @@ lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy admission tenants classifier certs devapi tests bench
+	$(BIN)/mypy admission tenants classifier certs devapi testcluster tests bench
 
 contracts: install
 	$(BIN)/lint-imports
