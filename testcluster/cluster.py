@@ -72,7 +72,9 @@ class Cluster:
         self.plane = ControlPlane(workdir, scheduler_profiles=scheduler_profiles)
         self.kubelet = SimulatedKubelet(self.plane.admin_kubeconfig, nodes)
         self.balancer = Balancer()
-        self.proxy: FaultProxy | None = None
+        self.proxy = FaultProxy(
+            self.plane.url, ca=self.plane.pki.ca_cert, serving=self.plane.pki.serving("fault-proxy")
+        )
         self.installation: Installation | None = None
         self.api: Any = None
         self._baseline_classes: set[str] = set()
@@ -87,8 +89,6 @@ class Cluster:
             self.kubelet.start()
             self.wait_nodes_schedulable()
             self.balancer.start()
-            serving = self.plane.pki.serving("fault-proxy")
-            self.proxy = FaultProxy(self.plane.url, ca=self.plane.pki.ca_cert, serving=serving)
             self.proxy.start(
                 admin_cert=self.plane.pki.client("testcluster-proxy", ("system:masters",))
             )
@@ -98,8 +98,7 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
+        self.proxy.stop()
         self.balancer.stop()
         self.kubelet.stop()
         if self.api is not None:
@@ -148,7 +147,7 @@ class Cluster:
 
     def tenantgate_kubeconfig(self, path: Path, *, through_proxy: bool = True) -> Path:
         """A kubeconfig with a token of the shipped ServiceAccount, through the fault proxy."""
-        if self.installation is None or self.proxy is None:
+        if self.installation is None:
             raise RuntimeError("install tenantgate first")
         token = self.installation.service_account_token()
         server = self.proxy.url if through_proxy else self.plane.url
@@ -204,8 +203,7 @@ class Cluster:
         """
         self.unregister_webhooks()
         self.balancer.set_backends([])
-        if self.proxy is not None:
-            self.proxy.clear()
+        self.proxy.clear()
         core: Any = client.CoreV1Api(self.api)
         custom: Any = client.CustomObjectsApi(self.api)
         namespaces = json.loads(core.list_namespace(_preload_content=False).data)["items"]

@@ -1,4 +1,5 @@
-"""Fixtures: the test API server with tenantgate's priority classes, certificates, a config."""
+"""Fixtures: the real control plane with tenantgate installed from deploy/, a config, and
+tenantgate started on it with the shipped ServiceAccount's token (through the fault proxy)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-import certs
 from admission.runtime import Timings
 from admission.settings import Settings
-from devapi import DevAPIServer
+from testcluster import Cluster
 from tests.integration.harness import (
-    MANIFESTS,
     RejectingWebhook,
     Tenantgate,
     api_client,
-    register_webhooks,
+    wait_webhooks_active,
 )
 
 # tenant-guaranteed is 900 here and 1000 in the cluster: the cluster's value must win.
@@ -55,21 +54,21 @@ QUIET = Timings(
 
 
 @pytest.fixture
-def devapi() -> Iterator[DevAPIServer]:
-    with DevAPIServer(bookmark_interval=0.2, manifests=MANIFESTS) as server:
-        yield server
+def kubeconfig(kube: Cluster) -> Path:
+    """The cluster admin's (system:masters): what the tests act as."""
+    return kube.plane.admin_kubeconfig
 
 
 @pytest.fixture
-def kubeconfig(devapi: DevAPIServer, tmp_path: Path) -> Path:
-    return devapi.write_kubeconfig(tmp_path / "kubeconfig")
+def tenantgate_kubeconfig(kube: Cluster, tmp_path: Path) -> Path:
+    """tenantgate's: a token of the shipped ServiceAccount, through the fault proxy."""
+    return kube.tenantgate_kubeconfig(tmp_path / "tenantgate.kubeconfig")
 
 
 @pytest.fixture
-def cert_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "certs"
-    certs.init(directory, service="tenantgate", namespace="tenantgate-system")
-    return directory
+def cert_dir(kube_cert_dir: Path) -> Path:
+    """The serving certificate the installed webhooks' caBundle trusts."""
+    return kube_cert_dir
 
 
 @pytest.fixture
@@ -80,7 +79,7 @@ def config_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(kubeconfig: Path, cert_dir: Path, config_file: Path) -> Settings:
+def settings(tenantgate_kubeconfig: Path, cert_dir: Path, config_file: Path) -> Settings:
     return Settings(
         config=config_file,
         cert_dir=cert_dir,
@@ -88,7 +87,7 @@ def settings(kubeconfig: Path, cert_dir: Path, config_file: Path) -> Settings:
         port=0,
         metrics_host="127.0.0.1",
         metrics_port=0,
-        kubeconfig=kubeconfig,
+        kubeconfig=tenantgate_kubeconfig,
         shutdown_grace_seconds=1,
     )
 
@@ -98,23 +97,22 @@ StartTenantgate = Callable[..., Tenantgate]
 
 @pytest.fixture
 def start_tenantgate(
-    settings: Settings, kubeconfig: Path, cert_dir: Path
+    settings: Settings, kube: Cluster, kubeconfig: Path
 ) -> Iterator[StartTenantgate]:
-    """Start tenantgate, register its webhooks, wait until ready; stopped after the test."""
+    """Start tenantgate, point the webhooks at it, wait until ready and called; stopped after
+    the test (the webhooks are unregistered then)."""
     running: list[Tenantgate] = []
 
     def start(timings: Timings = QUIET, clock: Callable[[], float] = time.time) -> Tenantgate:
         tenantgate = Tenantgate(settings, timings=timings, clock=clock).start()
         running.append(tenantgate)
-        register_webhooks(
-            kubeconfig,
-            url=tenantgate.url,
-            ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes(),
-        )
+        kube.serve([tenantgate.port])
         tenantgate.wait_ready()
+        wait_webhooks_active(kubeconfig, [tenantgate.metrics_url])
         return tenantgate
 
     yield start
+    kube.unregister_webhooks()
     for tenantgate in running:
         tenantgate.stop()
 

@@ -27,6 +27,7 @@ import orjson
 import uvicorn
 import yaml
 from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -155,9 +156,13 @@ class Tenantgate:
 
     @property
     def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def port(self) -> int:
         if self.endpoints is None:
             raise RuntimeError("not started")
-        return f"https://127.0.0.1:{self.endpoints.port}"
+        return self.endpoints.port
 
     @property
     def metrics_url(self) -> str:
@@ -234,6 +239,70 @@ def offline_tenantgate(config: Path, cert_dir: Path) -> Iterator[Tenantgate]:
     with Tenantgate(settings, timings=STILL) as running:
         running.wait_ready()
         yield running
+
+
+def _reviews_seen(metrics_urls: list[str]) -> set[str]:
+    """The endpoints (mutate, validate) that answered a dry-run review, on any replica."""
+    seen: set[str] = set()
+    for url in metrics_urls:
+        try:
+            with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+                text = response.read().decode()
+        except OSError:
+            continue
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if (
+                    sample.name == "tenantgate_admission_reviews_total"
+                    and sample.labels.get("dry_run") == "true"
+                    and sample.value > 0
+                ):
+                    seen.add(sample.labels["endpoint"])
+    return seen
+
+
+def wait_webhooks_active(kubeconfig: Path, metrics_urls: list[str]) -> None:
+    """Wait until kube-apiserver calls the just registered webhooks.
+
+    It learns of webhook configurations through a watch, so a configuration is in force a
+    moment after it is created. A dry-run pod in kube-public (no tenant) probes it until both
+    webhooks have answered one; nothing is stored or booked.
+    """
+    api = api_client(kubeconfig)
+    core: Any = client.CoreV1Api(api)
+    probe = {
+        "metadata": {"name": "webhook-probe"},
+        "spec": {"containers": [{"name": "probe", "image": "registry.example.com/probe:1"}]},
+    }
+    try:
+
+        def both_called() -> bool:
+            core.create_namespaced_pod("kube-public", probe, dry_run="All")
+            return _reviews_seen(metrics_urls) >= {"mutate", "validate"}
+
+        eventually(both_called, "the API server to call the registered webhooks")
+    finally:
+        api.close()
+
+
+def create_namespace(core: Any, body: dict[str, Any]) -> Any:
+    """Create the namespace of ``body``, or give the existing one exactly its labels.
+
+    The control plane serves the whole run, and deleting a namespace takes seconds, so a test
+    namespace stays between tests, emptied; a test that creates it gets it as it asks.
+    """
+    name = body["metadata"]["name"]
+    labels = dict(body["metadata"].get("labels") or {})
+    try:
+        return core.create_namespace(body)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    existing = core.read_namespace(name)
+    current = dict(existing.metadata.labels or {})
+    patch = {key: None for key in current if key not in labels and "kubernetes.io/" not in key}
+    patch.update(labels)
+    return core.patch_namespace(name, {"metadata": {"labels": patch}})
 
 
 def register_webhooks(kubeconfig: Path, *, url: str, ca_bundle: bytes) -> None:
