@@ -1,12 +1,13 @@
-"""Queue mode against the test API server, through the real client and the real admission chain.
+"""Queue mode on the real control plane, through the real client and the real admission chain.
 
 Over-quota pods wait behind the scheduling gate ``tenantgate.io/quota`` and are released, in
 order, as room frees. The facts the design rests on are the API server's: a gate can only be
 removed once the pod exists, and ``priority`` never changes (``ValidatePodUpdate`` in
-pkg/apis/core/validation/validation.go); the test API server enforces both.
+pkg/apis/core/validation/validation.go); kube-apiserver enforces both.
 
-Aging is tested with one injected clock shared by tenantgate and the test API server's
-creation timestamps, never by sleeping.
+Aging reads each pod's creationTimestamp, which kube-apiserver writes with the real time in
+whole seconds. tenantgate's clock is injected: moved forward, it ages every waiting pod alike;
+pinned to a pod's creation second, it gives pods created seconds apart exact, different ages.
 """
 
 from __future__ import annotations
@@ -21,9 +22,16 @@ import pytest
 from kubernetes import client
 
 from admission.settings import Settings
-from devapi import meta as devapi_meta
+from testcluster import Cluster
 from tests.integration.conftest import StartTenantgate
-from tests.integration.harness import Tenantgate, api_client, eventually, http_json, pod
+from tests.integration.harness import (
+    Tenantgate,
+    api_client,
+    create_namespace,
+    eventually,
+    http_json,
+    pod,
+)
 
 GATE = "tenantgate.io/quota"
 
@@ -61,33 +69,45 @@ tenants:
     priorityClasses: {allowed: [batch-low, batch-high]}
     overQuota: queue
     queue:
-      aging: {intervalSeconds: 60, step: 100, maxBoost: 1000}
+      aging: {intervalSeconds: 1, step: 100, maxBoost: 1000}
 """
 
 
 class Clock:
-    """One clock for tenantgate and the test API server's timestamps; moved by the test."""
+    """tenantgate's clock: the real time moved forward by the test, or pinned by it."""
 
     def __init__(self) -> None:
         self.offset = 0.0
+        self.pinned: float | None = None
 
     def __call__(self) -> float:
-        return time.time() + self.offset
+        return self.pinned if self.pinned is not None else time.time() + self.offset
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
 
+    def pin(self, at: float) -> None:
+        self.pinned = at
+
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    shared = Clock()
-    original = devapi_meta.now_timestamp
+def clock() -> Clock:
+    return Clock()
 
-    def now_timestamp(now: float | None = None) -> str:
-        return original(now if now is not None else shared())
 
-    monkeypatch.setattr(devapi_meta, "now_timestamp", now_timestamp)
-    return shared
+def created_at(core: Any, namespace: str, name: str) -> float:
+    """The pod's creationTimestamp (whole seconds, as kube-apiserver writes it)."""
+    stored = core.read_namespaced_pod(name, namespace)
+    stamp: float = stored.metadata.creation_timestamp.timestamp()
+    return stamp
+
+
+def create_at(core: Any, namespace: str, body: dict[str, Any], *, second: float) -> None:
+    """Create ``body`` so that kube-apiserver stamps it with ``second`` (a whole second)."""
+    time.sleep(max(0.0, second + 0.05 - time.time()))
+    core.create_namespaced_pod(namespace, body)
+    stamped = created_at(core, namespace, body["metadata"]["name"])
+    assert stamped == second, f"created at {stamped}, not {second}: the API server was slow"
 
 
 @pytest.fixture
@@ -98,23 +118,17 @@ def config_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(settings: Settings) -> Settings:
-    # The test API server's client is kubernetes-admin: that is tenantgate's identity here.
-    return settings.model_copy(update={"gate_owner": "kubernetes-admin"})
-
-
-@pytest.fixture
 def tenantgate(
     start_tenantgate: StartTenantgate, core: Any, clock: Clock, kubeconfig: Path
 ) -> Tenantgate:
+    # batch-low (100) is installed from deploy/webhooks; batch-high is this test's own.
     api = api_client(kubeconfig)
     scheduling: Any = client.SchedulingV1Api(api)
-    for name, value in (("batch-low", 100), ("batch-high", 500)):
-        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+    scheduling.create_priority_class({"metadata": {"name": "batch-high"}, "value": 500})
     api.close()
     started = start_tenantgate(clock=clock)
     for namespace in ("team-q", "team-s", "team-b", "team-p"):
-        core.create_namespace({"metadata": {"name": namespace}})
+        create_namespace(core, {"metadata": {"name": namespace}})
     return started
 
 
@@ -319,14 +333,31 @@ def test_dry_run_tells_the_position_and_records_nothing(tenantgate: Tenantgate, 
     assert warnings[-1] in real
 
 
+def grant_edit(core: Any, kubeconfig: Path, namespace: str, user: str) -> None:
+    """Bind the built-in ``edit`` ClusterRole to ``user`` in ``namespace``: RBAC lets the user
+    patch pods there, so what stops a patch is tenantgate."""
+    api = api_client(kubeconfig)
+    rbac: Any = client.RbacAuthorizationV1Api(api)
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": f"{user}-edit"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    api.close()
+
+
 def test_a_user_removing_the_gate_is_denied(
-    tenantgate: Tenantgate, core: Any, kubeconfig: Path
+    tenantgate: Tenantgate, core: Any, kubeconfig: Path, kube: Cluster
 ) -> None:
     fill(core, "team-q", 12)
     create(core, "team-q", "w-1")
     create(core, "team-q", "w-2")
-    api = api_client(kubeconfig)
-    api.set_default_header("Impersonate-User", "alice")
+    grant_edit(core, kubeconfig, "team-q", "alice")
+    # alice with her own client certificate.
+    api = api_client(kube.plane.user_kubeconfig("alice", ("developers",)))
     alice: Any = client.CoreV1Api(api)
     try:
         with pytest.raises(client.ApiException) as denied:
@@ -341,21 +372,26 @@ def test_a_user_removing_the_gate_is_denied(
     assert denied.value.status == 403
     assert (
         "pod team-q/w-2: the scheduling gate tenantgate.io/quota is removed only by tenantgate "
-        "(kubernetes-admin) when the tenant has room; position 2 of 2 in tenant team-q's queue"
+        "(system:serviceaccount:tenantgate-system:tenantgate) when the tenant has room; "
+        "position 2 of 2 in tenant team-q's queue"
     ) in str(denied.value.body)
     assert gated(core.read_namespaced_pod("w-2", "team-q"))
-    # Its labels and priority stay as tenantgate set them too.
-    api = api_client(kubeconfig)
-    api.set_default_header("Impersonate-User", "alice")
-    try:
-        patcher: Any = client.CoreV1Api(api)
-        with pytest.raises(client.ApiException) as relabel:
-            patcher.patch_namespaced_pod(
-                "w-2", "team-q", {"metadata": {"labels": {"tenantgate.io/tier": "guaranteed"}}}
-            )
-    finally:
-        api.close()
-    assert relabel.value.status == 403
+    # The admin acting as alice (kubectl --as): its labels stay as tenantgate set them too.
+    relabel = kube.plane.kubectl(
+        "--as=alice",
+        "label",
+        "--overwrite",
+        "-n",
+        "team-q",
+        "pod/w-2",
+        "tenantgate.io/tier=guaranteed",
+        check=False,
+    )
+    assert relabel.returncode != 0
+    assert "admission webhook \"validate.tenantgate.io\" denied the request" in relabel.stderr
+    assert core.read_namespaced_pod("w-2", "team-q").metadata.labels["tenantgate.io/tier"] == (
+        "queued"
+    )
 
 
 def test_a_pod_that_could_never_fit_or_names_a_node_is_rejected_not_queued(
@@ -383,11 +419,13 @@ def test_higher_classes_go_first_and_aging_lets_an_old_low_class_pod_overtake(
 ) -> None:
     fill(core, "team-p", 2)
     core.create_namespaced_pod("team-p", with_class("low", "batch-low"))
-    clock.advance(180)  # low: 100 + 3 x 100 = 400, below batch-high's 500
-    core.create_namespaced_pod("team-p", with_class("high-1", "batch-high"))
+    low = created_at(core, "team-p", "low")
+    # team-p ages one step (100) a second: pods created seconds apart, the clock pinned.
+    create_at(core, "team-p", with_class("high-1", "batch-high"), second=low + 3)
+    clock.pin(low + 3)  # low: 100 + 3 x 100 = 400, below batch-high's 500
     eventually(lambda: waiting(tenantgate, "team-p") == ["high-1", "low"], "high-1 first")
-    clock.advance(120)  # low: 100 + 500 = 600; high-1: 500 + 200 = 700
-    core.create_namespaced_pod("team-p", with_class("high-2", "batch-high"))
+    create_at(core, "team-p", with_class("high-2", "batch-high"), second=low + 5)
+    clock.pin(low + 5)  # low: 100 + 500 = 600; high-1: 500 + 200 = 700
     eventually(lambda: len(listing(tenantgate, "team-p")) == 3, "high-2 in the queue")
     rows = listing(tenantgate, "team-p")
     assert [(r["pod"], r["priority"], r["effectivePriority"]) for r in rows] == [
@@ -449,7 +487,7 @@ def test_a_restart_keeps_every_place_in_line_and_releases_nothing_past_the_room(
     start_tenantgate: StartTenantgate, core: Any, clock: Clock
 ) -> None:
     first = start_tenantgate(clock=clock)
-    core.create_namespace({"metadata": {"name": "team-q"}})
+    create_namespace(core, {"metadata": {"name": "team-q"}})
     for index in range(18):
         create(core, "team-q", f"r-{index:02d}")
     eventually(lambda: len(listing(first, "team-q")) == 6, "6 queued")
