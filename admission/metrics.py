@@ -15,7 +15,14 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
@@ -32,6 +39,10 @@ from tenants.verdicts import AdmissionInput, Verdict
 logger = logging.getLogger(__name__)
 
 NAMESPACE: Final = "tenantgate"
+
+# No `_created` series: they double every counter and histogram for a start time that
+# process_start_time_seconds already gives, and the OpenMetrics text format is not served.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 ENDPOINTS: Final = ("mutate", "validate")
 OTHER_ENDPOINT: Final = "other"
 

@@ -309,8 +309,11 @@ class Runtime:
         connection: Connection | None,
         timings: Timings,
         clock: Callable[[], float],
+        identity: Identity | None = None,
     ) -> None:
         self.settings = settings
+        # Who tenantgate is to the API server: the one user its webhook lets remove the gate.
+        self.identity = identity or Identity(settings.gate_owner_identity, source="settings")
         self.timings = timings
         self.target = target
         self.connection = connection
@@ -340,7 +343,7 @@ class Runtime:
             policy,
             self.ledger,
             namespace_labels=self.controller.namespace_labels if online else None,
-            gate_owner=settings.gate_owner_identity,
+            gate_owner=self.identity.user,
         )
         # Queue mode: releases happen where pods are watched (the lease holder with several
         # replicas); offline nothing can be released.
@@ -426,6 +429,7 @@ class Runtime:
             stats=lambda: self.controller.stats,
             pods=lambda: self.controller.pod_count if online else None,
             config=self._config_status,
+            identity=self.identity.as_json,
             queue=self._queue_summary,
             releases=self.releaser.status if self.releaser is not None else dict,
             queue_listing=lambda now, tenant: queue_listing(
@@ -533,7 +537,7 @@ class Runtime:
                 ok=True, detail=f"offline: {self.target.source}; ledger counts admissions only"
             )
         ok, detail = self.sync.readiness_detail()
-        return Check(ok=ok, detail=detail)
+        return Check(ok=ok, detail=f"{detail}; as {self.identity.describe()}")
 
     def _count_restart(self, resource: str, reason: str) -> None:
         # Called from the watch threads.
@@ -555,18 +559,29 @@ class Runtime:
         tune_gc()
         loop = asyncio.get_running_loop()
         if self.sync is not None:
-            logger.info("cluster: %s (%s)", self.target.source, self.sync.connection.host)
+            logger.info(
+                "cluster: %s (%s) as %s",
+                self.target.source,
+                self.sync.connection.host,
+                self.identity.describe(),
+            )
             self.sync.start(loop)
             self._spawn(self._freeze_when_synced(), "gc-freeze")
         if self.ledger_watch is not None:
             self.ledger_watch.start(loop)
-        else:
+        elif self.connection is None:
             logger.warning(
                 "running OFFLINE: %s (no --kubeconfig, KUBECONFIG or in-cluster service "
                 "account); the ledger counts admissions only and releases them after "
                 "reservationTTLSeconds",
                 self.target.source,
                 extra={"mode": "offline"},
+            )
+        else:
+            logger.info(
+                "ledger: in memory, rebuilt from the cluster's pods; one replica "
+                "(ledger.backend: kubernetes shares it between replicas)",
+                extra={"mode": "memory"},
             )
         if self.elector is not None and self.duties is not None:
             # Sweep, recount and the pod watch run on the lease holder only.
@@ -731,6 +746,52 @@ class Runtime:
             return base.with_global_default(default), missing
 
 
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The user tenantgate acts as, and how that is known."""
+
+    user: str
+    # "SelfSubjectReview": the API server said so; "settings": assumed (offline, or unasked).
+    source: str
+    problem: str | None = None
+
+    def describe(self) -> str:
+        if self.source == "SelfSubjectReview":
+            return self.user
+        why = f": {self.problem}" if self.problem else ""
+        return f"{self.user} (assumed, not confirmed by the API server{why})"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"user": self.user, "source": self.source, "problem": self.problem}
+
+
+def resolve_identity(settings: Settings, connection: Connection) -> Identity:
+    """Ask the API server who tenantgate is; that user, and only it, removes the gate.
+
+    An explicit ``--gate-owner`` that differs is refused: tenantgate's own webhook would deny
+    every release it makes. When the server cannot be asked now (unreachable at startup), the
+    configured owner is assumed and the log and ``/readyz`` say so.
+    """
+    try:
+        user = connection.whoami()
+    except KubeError as exc:
+        assumed = settings.gate_owner_identity
+        logger.warning(
+            "cannot ask the API server who tenantgate is (%s): assuming %s removes the "
+            "scheduling gate",
+            exc,
+            assumed,
+        )
+        return Identity(assumed, source="settings", problem=str(exc))
+    if settings.gate_owner is not None and settings.gate_owner != user:
+        raise ServeError(
+            f"--gate-owner {settings.gate_owner} is not who tenantgate is: the API server "
+            f"authenticates it as {user}, so its webhook would deny its own releases; drop "
+            "--gate-owner (it defaults to that identity) or run with its credentials"
+        )
+    return Identity(user, source="SelfSubjectReview")
+
+
 def build_runtime(
     settings: Settings,
     *,
@@ -738,7 +799,8 @@ def build_runtime(
     clock: Callable[[], float] = time.time,
     environ: Mapping[str, str] | None = None,
 ) -> Runtime:
-    """Load the config, decide where the cluster is, and wire everything (no network yet).
+    """Load the config, decide where the cluster is, ask it who tenantgate is, and wire
+    everything (no other network call yet).
 
     Raises :class:`~admission.server.ServeError` when the config or the cluster
     configuration cannot be used: a server must not start on a config it cannot read.
@@ -759,11 +821,13 @@ def build_runtime(
         kubeconfig=settings.kubeconfig, offline=settings.offline, environ=environ
     )
     connection: Connection | None = None
+    identity: Identity | None = None
     if not target.offline:
         try:
             connection = Connection.open(target)
         except KubeError as exc:
             raise ServeError(f"cannot use {target.source}: {exc}") from exc
+        identity = resolve_identity(settings, connection)
     runtime = Runtime(
         settings,
         config_file=loaded.file,
@@ -773,6 +837,7 @@ def build_runtime(
         connection=connection,
         timings=timings if timings is not None else Timings.from_settings(settings),
         clock=clock,
+        identity=identity,
     )
     del loaded  # the validated config: the runtime keeps the compiled policy only
     release_free_memory()
@@ -783,11 +848,13 @@ __all__ = [
     "DEFAULT_CONFIG",
     "GC_YOUNG_THRESHOLD",
     "ClusterGuard",
+    "Identity",
     "Runtime",
     "Timings",
     "build_runtime",
     "effective_classes",
     "missing_classes_detail",
     "recount",
+    "resolve_identity",
     "tune_gc",
 ]

@@ -8,7 +8,9 @@
                         "queue": {"pending": N, "oldestWaitSeconds": S, "first": [...]},
                         "queued": [{"id", "priority", "queuedAt", ...}]}},
      "synced": bool, "mode": "kubeconfig" | "in-cluster" | "offline", "cluster": URL | null,
-     "config": {...}, "pods": N, "lastRecount": UNIX | null, "generatedAt": UNIX,
+     "config": {...}, "identity": {"user": USER, "source": "SelfSubjectReview" | "settings",
+                                   "problem": TEXT | null},
+     "pods": N, "lastRecount": UNIX | null, "generatedAt": UNIX,
      "queue": {"leading": bool, "releasing": N, "givenUp": {...},
                "releasedUnschedulable": {...}}}
 
@@ -60,6 +62,7 @@ class StatusSources:
     stats: Callable[[], ControllerStats | None] = lambda: None
     pods: Callable[[], int | None] = lambda: None
     config: Callable[[], Mapping[str, Any]] = dict
+    identity: Callable[[], Mapping[str, Any]] = dict
     queue: Callable[[str, float], Mapping[str, Any]] | None = None  # per tenant summary
     releases: Callable[[], Mapping[str, Any]] = dict
     queue_listing: Callable[[float, str | None], Mapping[str, Any]] | None = None
@@ -106,6 +109,7 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
         "mode": sources.mode,
         "cluster": sources.cluster,
         "config": dict(sources.config()),
+        "identity": dict(sources.identity()),
         "pods": sources.pods(),
         "lastRecount": stats.last_recount_at if stats is not None else None,
         "generatedAt": moment,

@@ -34,7 +34,6 @@ from tenants.bounds import bounds_violations, missing_limits
 from tenants.config import (
     DRY_RUN_TIER_ANNOTATION,
     QUEUED_TIER,
-    QUOTA_GATE,
     RESERVATION_ANNOTATION,
     TENANT_LABEL,
     TIER_LABEL,
@@ -42,7 +41,12 @@ from tenants.config import (
     TenantPolicy,
 )
 from tenants.defaults import apply_defaults, describe_filled, lacks_defaults
-from tenants.gate import book_ungated_create, confirm_gated_create, gate_removal_denial
+from tenants.gate import (
+    book_ungated_create,
+    confirm_gated_create,
+    gate_removal_denial,
+    owner_rule,
+)
 from tenants.ledger import (
     TIERS,
     LedgerStore,
@@ -1148,10 +1152,7 @@ class PolicyAdmitter:
         namespace = request.namespace or podview.namespace(pod) or ""
         tenant = self._tenant(self._policy, namespace)
         if tenant is None:
-            return (
-                f"pod {name}: the scheduling gate {QUOTA_GATE} is removed only by tenantgate "
-                f"({self.gate_owner})"
-            )
+            return f"pod {name}: {owner_rule(self.gate_owner)}"
         entry_id = podview.annotations(old).get(RESERVATION_ANNOTATION)
         return gate_removal_denial(
             self._ledger.get(tenant.name),

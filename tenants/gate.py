@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from classifier.quantities import Quantity
 from tenants.config import QUOTA_GATE, TenantPolicy
@@ -160,15 +160,23 @@ def gate_removal_denial(
     if entry is not None and tenant.queue is not None:
         position, pending = entry_position(ledger, entry, policy=tenant.queue, now=now)
         where = f"position {position} of {pending} in tenant {tenant.name}'s queue"
-    return (
-        f"pod {pod_name}: the scheduling gate {QUOTA_GATE} is removed only by tenantgate "
-        f"({owner}) when the tenant has room; {where}"
-    )
+    return f"pod {pod_name}: {owner_rule(owner)} when the tenant has room; {where}"
+
+
+# How tenantgate's webhook words a gate removal by anyone but the owner: the releaser knows a
+# denial of its own releases by it.
+OWNER_RULE_PREFIX: Final = f"the scheduling gate {QUOTA_GATE} is removed only by tenantgate ("
+
+
+def owner_rule(owner: str) -> str:
+    return f"{OWNER_RULE_PREFIX}{owner})"
 
 
 __all__ = [
+    "OWNER_RULE_PREFIX",
     "GateCheck",
     "book_ungated_create",
     "confirm_gated_create",
     "gate_removal_denial",
+    "owner_rule",
 ]

@@ -153,6 +153,9 @@ class ControlPlane:
         serving = self.pki.serving("kube-apiserver")
         self.sa_private, self.sa_public = service_account_key(self.pki.directory)
         admin = self.pki.client(ADMIN, ("system:masters",))
+        # The aggregation layer's front proxy, as kubeadm sets it up: the components read its
+        # CA from kube-system/extension-apiserver-authentication and complain when it is empty.
+        front_proxy = self.pki.client("front-proxy-client")
         write_kubeconfig(
             self.admin_kubeconfig, server=self.url, ca=self.pki.ca_cert, user=ADMIN, client=admin
         )
@@ -168,6 +171,13 @@ class ControlPlane:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.pki.ca_cert}",
+                f"--requestheader-client-ca-file={self.pki.ca_cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={front_proxy.cert}",
+                f"--proxy-client-key-file={front_proxy.key}",
                 f"--service-account-issuer={self.url}",
                 f"--service-account-key-file={self.sa_public}",
                 f"--service-account-signing-key-file={self.sa_private}",

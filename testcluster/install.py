@@ -91,8 +91,10 @@ class Installation:
     def webhook_configurations(self) -> list[dict[str, Any]]:
         return [doc for doc in self.rendered if doc["kind"] in WEBHOOK_KINDS]
 
-    def service_account_token(self, *, seconds: int = 86400, name: str = SERVICE_ACCOUNT) -> str:
-        """A token of the ServiceAccount ``name`` in tenantgate-system (TokenRequest API)."""
+    def service_account_token(
+        self, *, seconds: int = 86400, name: str = SERVICE_ACCOUNT, namespace: str = NAMESPACE
+    ) -> str:
+        """A token of the ServiceAccount ``namespace/name`` (TokenRequest API)."""
         request = json.dumps(
             {
                 "apiVersion": "authentication.k8s.io/v1",
@@ -103,7 +105,7 @@ class Installation:
         out = self.plane.kubectl(
             "create",
             "--raw",
-            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}/token",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
             "-f",
             "-",
             stdin=request,

@@ -51,10 +51,10 @@ def live_exposition() -> str:
 
 # The suffixes of a family's series, by type (what PromQL names).
 _SUFFIXES = {
-    "counter": ("_total", "_created"),
+    "counter": ("_total",),
     "gauge": ("",),
-    "histogram": ("_bucket", "_sum", "_count", "_created"),
-    "summary": ("", "_sum", "_count", "_created"),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "summary": ("", "_sum", "_count"),
     "info": ("_info",),
     "unknown": ("",),
 }

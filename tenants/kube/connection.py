@@ -207,6 +207,9 @@ class ListPage:
     continue_token: str | None
 
 
+WHOAMI_TIMEOUT_SECONDS: Final = 10.0
+
+
 class Connection:
     """One API client for one cluster; thread-safe (each call takes a pooled connection)."""
 
@@ -260,6 +263,29 @@ class Connection:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._api_client.close()
+
+    def whoami(self) -> str:
+        """The user name the API server authenticates these credentials as.
+
+        A SelfSubjectReview (authentication.k8s.io/v1, GA in 1.28): every authenticated user
+        may create one, so it needs no RBAC grant (``system:basic-user``). Raises
+        :class:`KubeError` when the server cannot answer.
+        """
+        from kubernetes import client
+
+        reviews: Any = client.AuthenticationV1Api(self._api_client)
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        try:
+            response = reviews.create_self_subject_review(
+                body, _preload_content=False, _request_timeout=WHOAMI_TIMEOUT_SECONDS
+            )
+            document = orjson.loads(response.data)
+        except Exception as exc:
+            raise wrap(exc, action="ask the API server who tenantgate is") from exc
+        user = ((document.get("status") or {}).get("userInfo") or {}).get("username")
+        if not isinstance(user, str) or not user:
+            raise KubeError("SelfSubjectReview: no user name in the answer", reason="BadResponse")
+        return user
 
     def _method(self, resource: Resource) -> Any:
         calls = _CALLS[resource]

@@ -44,6 +44,7 @@ from prometheus_client.core import (
 
 from tenants.config import QUOTA_GATE, TIER_LABEL
 from tenants.controller import LedgerController
+from tenants.gate import OWNER_RULE_PREFIX
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
 from tenants.ledger import LedgerStore, LedgerUnavailable, Tier
 from tenants.queue import QueuedPod
@@ -197,6 +198,7 @@ class ReleaseStats:
     waits: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # bucket counts
     wait_sums: dict[tuple[str, str], float] = field(default_factory=dict)
     given_up: dict[str, str] = field(default_factory=dict)  # pod key -> last error
+    self_denied: str | None = None  # the last denial by tenantgate's own webhook, until a release
     unschedulable: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> report
     evaluations: int = 0
     events_failed: int = 0
@@ -459,6 +461,7 @@ class Releaser:
         key = (tenant, tier)
         self.stats.released[key] = self.stats.released.get(key, 0) + 1
         self.stats.observe_wait(tenant, tier, waited)
+        self.stats.self_denied = None
         self.pace.forget(pod.uid)
         self._released[pod.uid] = (tenant, self._clock())
         logger.info(
@@ -482,6 +485,22 @@ class Releaser:
         delay, given_up = self.pace.failure(pod.uid)
         if reason == "gone":
             return  # the watch takes it out of the queue
+        if reason == "self_denied":
+            # Every release would be denied alike: hold the whole line, never give up on the
+            # pod, and say what to fix.
+            self.stats.self_denied = message
+            logger.error(
+                "tenantgate's own webhook denied the release of %s: this process is not the "
+                "user its webhook lets remove the gate (%s); tenant %s's line waits until "
+                "tenantgate runs with one identity (fix --gate-owner or the credentials)",
+                pod.key,
+                message,
+                tenant,
+                extra={"tenant": tenant, "pod": pod.key},
+            )
+            self._held[tenant] = pod.uid
+            self._later(delay, tenant, unpark=pod.uid)
+            return
         if given_up:
             self.stats.given_up[pod.key] = message
             logger.warning(
@@ -598,12 +617,13 @@ class Releaser:
             "leading": self._running,
             "releasing": len(self._in_flight),
             "givenUp": dict(sorted(self.stats.given_up.items())),
+            "deniedByOwnWebhook": self.stats.self_denied,
             "releasedUnschedulable": dict(sorted(self.stats.unschedulable.items())),
         }
 
 
 # Release failures that say nothing about the pod itself.
-_NOT_THE_POD: Final = frozenset({"unavailable", "ledger"})
+_NOT_THE_POD: Final = frozenset({"unavailable", "ledger", "self_denied"})
 
 
 def _reason(exc: KubeError) -> str:
@@ -612,7 +632,9 @@ def _reason(exc: KubeError) -> str:
     if isinstance(exc, KubeNotFound):
         return "gone"
     if isinstance(exc, KubeForbidden):
-        return "forbidden"
+        # tenantgate's own webhook refusing tenantgate: it runs as another user than the one
+        # its webhook lets remove the gate. A configuration fault, never the pod's.
+        return "self_denied" if OWNER_RULE_PREFIX in str(exc) else "forbidden"
     if exc.status in (400, 422):
         return "invalid"
     return "unavailable"
@@ -665,7 +687,8 @@ def _release_metrics(stats: ReleaseStats) -> Iterator[Metric]:
     yield released
     errors = CounterMetricFamily(
         "tenantgate_queue_release_errors",
-        "Failed releases, by reason (conflict, gone, forbidden, invalid, unavailable, ledger).",
+        "Failed releases, by reason (conflict, gone, forbidden, invalid, unavailable, ledger, "
+        "self_denied).",
         labels=["reason"],
     )
     for reason, count in sorted(stats.errors.items()):

@@ -351,3 +351,19 @@ def test_the_served_certificate_expiry_is_a_timestamp() -> None:
 
     expected = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()
     assert sample(metrics, "tenantgate_certificate_expiration_timestamp_seconds") == expected
+
+
+def test_no_family_exposes_created_series() -> None:
+    metrics = Metrics()
+    metrics.observe_review("mutate", operation="CREATE", allowed=True, dry_run=False)
+    metrics.observe_duration("validate", 0.01)
+
+    text = get_metrics(metrics).text
+
+    created = sorted(
+        family.name
+        for family in text_string_to_metric_families(text)
+        if family.name.endswith("_created")
+    )
+    assert created == []
+    assert "_created" not in text

@@ -68,6 +68,7 @@ def sources(**overrides: Any) -> StatusSources:
         "stats": lambda: stats,
         "pods": lambda: 7,
         "config": lambda: {"file": "/etc/tenantgate/config.yaml"},
+        "identity": lambda: {"user": "tenantgate-sa", "source": "SelfSubjectReview"},
     }
     values.update(overrides)
     return StatusSources(**values)
@@ -101,6 +102,7 @@ def test_the_status_document_has_every_tenant_with_canonical_quantities() -> Non
         "mode": "kubeconfig",
         "cluster": "https://10.0.0.1:6443",
         "config": {"file": "/etc/tenantgate/config.yaml"},
+        "identity": {"user": "tenantgate-sa", "source": "SelfSubjectReview"},
         "pods": 7,
         "lastRecount": 1234.5,
         "generatedAt": 99.0,

@@ -26,11 +26,9 @@ def documented() -> dict[str, tuple[str, frozenset[str]]]:
 def exposed() -> dict[str, tuple[str, frozenset[str] | None]]:
     """Queryable name -> (type, labels); labels None for a family without samples yet."""
     families = list(text_string_to_metric_families(live_exposition()))
-    names = {family.name for family in families}
     found: dict[str, tuple[str, frozenset[str] | None]] = {}
     for family in families:
-        if family.name.endswith("_created") and family.name[: -len("_created")] in names:
-            continue  # the creation time of a counter or histogram, not a family of its own
+        # Every family counts, whatever its suffix (a `_created` one too: they are off).
         name = family.name + "_total" if family.type == "counter" else family.name
         labels = {key for sample in family.samples for key in sample.labels} - {"le"}
         found[name] = (family.type, frozenset(labels) if family.samples else None)

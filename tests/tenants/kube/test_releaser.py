@@ -14,6 +14,7 @@ from typing import Any
 from classifier.quantities import Quantity
 from tenants.configfile import load_text
 from tenants.controller import LedgerController, pod_facts
+from tenants.gate import owner_rule
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden
 from tenants.kube.releaser import PodEvent, Releaser, ungate_patch
 from tenants.ledger import MemoryLedger, Tier
@@ -125,6 +126,46 @@ def test_after_eight_failures_the_pod_is_reported_and_skipped() -> None:
     assert len(fake.patches) == 10  # the test unparks it; the real timer would not
     assert list(releaser.stats.given_up) == ["q/p"]
     assert releaser.stats.errors == {"forbidden": 10}
+
+
+def test_a_denial_by_tenantgate_s_own_webhook_holds_the_line_and_never_gives_up() -> None:
+    # tenantgate runs as another user than its webhook's gate owner: every release would be
+    # denied alike. The pod is not at fault, so it is never given up and nobody passes it.
+    denial = KubeForbidden(
+        'admission webhook "validate.tenantgate.io" denied the request: pod q/p: '
+        f"{owner_rule('system:serviceaccount:tenantgate-system:tenantgate')}",
+        status=403,
+    )
+    fake = FakePods(denial, gated=True)
+    policy = load_text(CONFIG).policy
+    store = MemoryLedger()
+    controller = LedgerController(store, policy=policy)
+    releaser = Releaser(controller, store, fake, clock=lambda: NOW, pace=PaceSettings())
+
+    async def main() -> None:
+        facts = pod_facts(gated_pod("p", "uid-p"))
+        assert facts is not None
+        controller.replace_pods([facts], now=NOW, initial=True)
+        await releaser._evaluate("q")
+        await releaser._evaluate("q")  # held: nobody is tried until the backoff ends
+        assert fake.patches == ["p"]
+        for _ in range(9):  # as the backoff timer would, past the eight failures of give-up
+            controller.queues.queues["q"].unpark("uid-p")
+            releaser._unhold("q", "uid-p")
+            await releaser._evaluate("q")
+
+    asyncio.run(main())
+    releaser.close()
+    assert len(fake.patches) == 10
+    assert releaser.stats.given_up == {}
+    assert releaser.stats.errors == {"self_denied": 10}
+    assert releaser._held == {"q": "uid-p"}
+    assert cpu(store) is None
+    assert releaser.status()["deniedByOwnWebhook"] is not None
+    assert "system:serviceaccount:tenantgate-system:tenantgate" in str(
+        releaser.status()["deniedByOwnWebhook"]
+    )
+    assert [e.reason for e in fake.events if e.reason == "ReleaseFailed"] == []
 
 
 class FailingFirst(FakePods):
