@@ -98,6 +98,7 @@ class SimulatedKubelet:
         self._pods: dict[str, Pod] = {}  # namespace/name -> last seen, for pods on our nodes
         self._ips = itertools.count(2)
         self._stopping: set[str] = set()  # pods whose containers are stopping
+        self._paused = threading.Event()
         self._threads: list[threading.Thread] = []
         self._api: Any = None
         self._core: Any = None
@@ -132,6 +133,18 @@ class SimulatedKubelet:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def pause(self) -> None:
+        """Act on nothing until :meth:`resume` (a busy kubelet): tests see a pod between its
+        spec's change and the kubelet's answer."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
+        with self._lock:
+            keys = [(key, pod["metadata"]["uid"]) for key, pod in self._pods.items()]
+        for key, uid in keys:
+            self._work.put((key, uid))
 
     # --- nodes -------------------------------------------------------------------------------
 
@@ -356,6 +369,8 @@ class SimulatedKubelet:
                     logger.warning("syncing pod %s failed", item_key, exc_info=True)
 
     def _sync(self, key: str, uid: str) -> None:
+        if self._paused.is_set():
+            return  # resume() looks at every pod again
         with self._lock:
             pod = self._pods.get(key)
         if pod is None or pod["metadata"]["uid"] != uid:

@@ -1,4 +1,4 @@
-"""Quota faults a user hits, end to end: the real client, the test API server, tenantgate.
+"""Quota faults a user hits, end to end: the real client, the real control plane, tenantgate.
 
 * A globalDefault PriorityClass: the Priority plugin writes it into every pod naming none
   (``admitPod`` in ``plugin/pkg/admission/priority/admission.go``); such a pod asked for
@@ -30,12 +30,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 import certs
-from devapi import DevAPIServer
+from testcluster import Cluster, NodeSpec
 from tests.integration.conftest import CONFIG, StartTenantgate
 from tests.integration.harness import (
-    MANIFESTS,
     HTTPSApp,
     api_client,
+    create_namespace,
     eventually,
     pod,
     serve_https,
@@ -52,13 +52,17 @@ class Clock:
         return time.time() + self.offset
 
 
+SMALL_NODE = "node-small"
+
+
 @pytest.fixture
-def devapi() -> Iterator[DevAPIServer]:
-    """The conftest's test API server, on a node of 4 cpu (for resizes the kubelet refuses)."""
-    with DevAPIServer(
-        bookmark_interval=0.2, manifests=MANIFESTS, node_allocatable={"cpu": "4"}
-    ) as server:
-        yield server
+def small_node(kube: Cluster) -> Iterator[str]:
+    """A simulated node of 4 cpu (for resizes the kubelet refuses), removed afterwards."""
+    kube.kubelet.add_node(
+        NodeSpec(SMALL_NODE, capacity={"cpu": "4", "memory": "16Gi", "pods": "110"})
+    )
+    yield SMALL_NODE
+    kube.kubelet.remove_node(SMALL_NODE)
 
 
 def api_error(raised: pytest.ExceptionInfo[client.ApiException]) -> tuple[int, str]:
@@ -83,7 +87,7 @@ def test_a_global_default_class_is_no_request(
         "the cluster's global default class",
     )
     assert tenantgate.status()["config"]["globalDefaultPriorityClass"] == "cluster-default"
-    core.create_namespace({"metadata": {"name": "team-a"}})
+    create_namespace(core, {"metadata": {"name": "team-a"}})
     created = core.create_namespaced_pod("team-a", pod("plain"))
     assert created.spec.priority_class_name == "tenant-guaranteed"
     assert created.spec.priority == 1000
@@ -116,7 +120,7 @@ def test_creates_refused_after_mutate_release_their_hold(
     )
     clock = Clock()
     tenantgate = start_tenantgate(clock=clock)
-    core.create_namespace({"metadata": {"name": "team-a"}})
+    create_namespace(core, {"metadata": {"name": "team-a"}})
     for index in range(6):  # the burst ceiling: 6 cpu
         with pytest.raises(client.ApiException) as refused:
             core.create_namespaced_pod("team-a", invalid_pod(f"bad-{index}"))
@@ -220,7 +224,7 @@ def test_a_dry_run_is_judged_as_its_mutate_judged_it(
     start_tenantgate: StartTenantgate, core: Any, kubeconfig: Path, cert_dir: Path
 ) -> None:
     tenantgate = start_tenantgate()
-    core.create_namespace({"metadata": {"name": "team-a"}})
+    create_namespace(core, {"metadata": {"name": "team-a"}})
     for index in range(5):
         core.create_namespaced_pod("team-a", pod(f"web-{index}"))
     racer = RacingWebhook(cert_dir, kubeconfig).start()
@@ -259,7 +263,7 @@ def resize(core: Any, name: str, cpu: str) -> None:
 
 def running_pod(name: str, cpu: str) -> dict[str, Any]:
     bound = pod(name, cpu=cpu)
-    bound["spec"]["nodeName"] = "node-1"  # started by the simulated kubelet
+    bound["spec"]["nodeName"] = SMALL_NODE  # started by the simulated kubelet
     return bound
 
 
@@ -270,17 +274,21 @@ def allocated_cpu(core: Any, name: str) -> str | None:
 
 
 def test_a_shrink_frees_quota_only_once_the_kubelet_applied_it(
-    start_tenantgate: StartTenantgate, core: Any, config_file: Path, devapi: DevAPIServer
+    start_tenantgate: StartTenantgate,
+    core: Any,
+    config_file: Path,
+    kube: Cluster,
+    small_node: str,
 ) -> None:
     config_file.write_text(RESIZE_CONFIG)
     tenantgate = start_tenantgate()
-    core.create_namespace({"metadata": {"name": "team-a"}})
+    create_namespace(core, {"metadata": {"name": "team-a"}})
     core.create_namespaced_pod("team-a", running_pod("big", "3"))
     core.create_namespaced_pod("team-a", running_pod("other", "3"))
     eventually(lambda: allocated_cpu(core, "big") == "3", "the kubelet to start the pod")
     eventually(lambda: tenantgate.used("team-a")["guaranteed"]["cpu"] == "6", "both charged")
 
-    devapi.registry.kubelet_paused = True
+    kube.kubelet.pause()
     resize(core, "big", "1")
     assert allocated_cpu(core, "big") == "3"
     # The pod still holds 3 cpu on its node: nothing is free yet.
@@ -289,22 +297,51 @@ def test_a_shrink_frees_quota_only_once_the_kubelet_applied_it(
     assert api_error(full)[0] == 403
     assert tenantgate.used("team-a")["guaranteed"]["cpu"] == "6"
 
-    devapi.registry.kubelet_paused = False
+    kube.kubelet.resume()
     eventually(lambda: allocated_cpu(core, "big") == "1", "the kubelet to apply the resize")
     eventually(lambda: tenantgate.used("team-a")["guaranteed"]["cpu"] == "4", "the charge to drop")
     created = core.create_namespaced_pod("team-a", pod("next", cpu="2"))
     assert created.metadata.labels["tenantgate.io/tier"] == "guaranteed"
 
 
-def test_an_infeasible_grow_is_charged_at_what_the_pod_holds(
-    start_tenantgate: StartTenantgate, core: Any, config_file: Path
+def test_a_grow_past_the_node_is_refused_by_the_api_server(
+    start_tenantgate: StartTenantgate, core: Any, config_file: Path, small_node: str
 ) -> None:
     config_file.write_text(RESIZE_CONFIG)
     tenantgate = start_tenantgate()
-    core.create_namespace({"metadata": {"name": "team-a"}})
+    create_namespace(core, {"metadata": {"name": "team-a"}})
     core.create_namespaced_pod("team-a", running_pod("grows", "2"))
     eventually(lambda: allocated_cpu(core, "grows") == "2", "the kubelet to start the pod")
-    resize(core, "grows", "5")  # fits the tenant (6 cpu), not the node (4 cpu)
+    # Fits the tenant (6 cpu), not the node (4 cpu): kube-apiserver's PodResizeValidator
+    # (plugin/pkg/admission/podresize/admission.go) refuses it before any webhook.
+    with pytest.raises(client.ApiException) as refused:
+        resize(core, "grows", "5")
+    status, message = api_error(refused)
+    assert status == 403
+    assert "node didn't have enough allocatable resources: cpu" in message
+    assert tenantgate.used("team-a")["guaranteed"]["cpu"] == "2"
+
+
+def test_an_infeasible_grow_is_charged_at_what_the_pod_holds(
+    start_tenantgate: StartTenantgate,
+    core: Any,
+    config_file: Path,
+    kube: Cluster,
+    small_node: str,
+) -> None:
+    config_file.write_text(RESIZE_CONFIG)
+    tenantgate = start_tenantgate()
+    create_namespace(core, {"metadata": {"name": "team-a"}})
+    core.create_namespaced_pod("team-a", running_pod("grows", "2"))
+    eventually(lambda: allocated_cpu(core, "grows") == "2", "the kubelet to start the pod")
+    # Accepted on a node of 4 cpu; the node then reports 3 (its kubelet restarted with more
+    # reserved) before its kubelet looks at the resize, which it finds infeasible.
+    kube.kubelet.pause()
+    resize(core, "grows", "4")
+    kube.kubelet.add_node(
+        NodeSpec(SMALL_NODE, capacity={"cpu": "3", "memory": "16Gi", "pods": "110"})
+    )
+    kube.kubelet.resume()
 
     def infeasible() -> bool:
         found = core.read_namespaced_pod("grows", "team-a")
@@ -314,6 +351,8 @@ def test_an_infeasible_grow_is_charged_at_what_the_pod_holds(
         )
 
     eventually(infeasible, "the kubelet to find the resize infeasible")
+    # As the quota evaluator charges it: what is allocated, not the spec
+    # (IsPodResizeInfeasible in k8s.io/component-helpers/resource/helpers.go).
     eventually(lambda: tenantgate.used("team-a")["guaranteed"]["cpu"] == "2", "charged at 2")
     # The room the infeasible spec does not take is free for others.
     core.create_namespaced_pod("team-a", pod("fits", cpu="4"))
