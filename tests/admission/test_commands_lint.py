@@ -12,7 +12,8 @@ from kubernetes import client
 from kubernetes.config import new_client_from_config
 
 from admission.cli import main
-from devapi import DevAPIServer
+from testcluster import Cluster
+from tests.integration.harness import create_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tenantgate.yaml"
@@ -179,44 +180,44 @@ def webhook_configuration(kind: str, name: str) -> dict[str, Any]:
 
 
 def test_connected_lint_warns_about_schedulers_and_unselected_namespaces(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kube: Cluster
 ) -> None:
     config = tmp_path / "tenantgate.yaml"
     config.write_text(CLUSTER_CONFIG)
-    with DevAPIServer() as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        factory: Any = new_client_from_config
-        client_api = factory(config_file=str(kubeconfig))
-        try:
-            core: Any = client.CoreV1Api(client_api)
-            core.create_namespace({"metadata": {"name": "team-a"}})
-            core.create_namespace(
-                {"metadata": {"name": "ml", "labels": {"tenantgate.io/enabled": "true"}}}
-            )
-            core.create_namespace({"metadata": {"name": "volcano-system"}})
-            placed = {
-                "metadata": {"name": "job-0"},
-                "spec": {
-                    "schedulerName": "volcano",
-                    "nodeName": "node-1",
-                    "containers": [{"name": "main", "image": "busybox"}],
-                },
-            }
-            core.create_namespaced_pod("volcano-system", placed)
-            core.patch_namespaced_pod_status(
-                "job-0", "volcano-system", {"status": {"phase": "Running"}}
-            )
-            admission: Any = client.AdmissionregistrationV1Api(client_api)
-            admission.create_mutating_webhook_configuration(
-                webhook_configuration("MutatingWebhookConfiguration", "mutate.tenantgate.io")
-            )
-            admission.create_validating_webhook_configuration(
-                webhook_configuration("ValidatingWebhookConfiguration", "validate.tenantgate.io")
-            )
-        finally:
-            client_api.close()
+    # The real control plane, as its admin.
+    kubeconfig = kube.plane.admin_kubeconfig
+    factory: Any = new_client_from_config
+    client_api = factory(config_file=str(kubeconfig))
+    try:
+        core: Any = client.CoreV1Api(client_api)
+        create_namespace(core, {"metadata": {"name": "team-a"}})
+        create_namespace(
+            core, {"metadata": {"name": "ml", "labels": {"tenantgate.io/enabled": "true"}}}
+        )
+        create_namespace(core, {"metadata": {"name": "volcano-system"}})
+        placed = {
+            "metadata": {"name": "job-0"},
+            "spec": {
+                "schedulerName": "volcano",
+                "nodeName": "node-1",
+                "containers": [{"name": "main", "image": "busybox"}],
+            },
+        }
+        core.create_namespaced_pod("volcano-system", placed)
+        core.patch_namespaced_pod_status(
+            "job-0", "volcano-system", {"status": {"phase": "Running"}}
+        )
+        admission: Any = client.AdmissionregistrationV1Api(client_api)
+        admission.create_mutating_webhook_configuration(
+            webhook_configuration("MutatingWebhookConfiguration", "mutate.tenantgate.io")
+        )
+        admission.create_validating_webhook_configuration(
+            webhook_configuration("ValidatingWebhookConfiguration", "validate.tenantgate.io")
+        )
+    finally:
+        client_api.close()
 
-        code = main(["lint", str(config), "--kubeconfig", str(kubeconfig)])
+    code = main(["lint", str(config), "--kubeconfig", str(kubeconfig)])
 
     out = capsys.readouterr().out.splitlines()
     assert code == 0, out  # warnings alone do not fail

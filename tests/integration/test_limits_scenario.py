@@ -33,7 +33,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from admission.cli import main
 from admission.commands.usage import render
 from tests.integration.conftest import StartTenantgate
-from tests.integration.harness import WAIT, Tenantgate, eventually, offline_tenantgate
+from tests.integration.harness import (
+    WAIT,
+    Tenantgate,
+    create_namespace,
+    eventually,
+    offline_tenantgate,
+)
 from tests.tlsclient import client_context
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,7 +300,7 @@ def test_server_over_https(server: Tenantgate) -> None:
     assert samples[("tenantgate_tenant_ceiling", ceiling)] == 400 * 2**30
 
 
-# ------------------------------------------------------------------- the test API server
+# ------------------------------------------------------------------- the real control plane
 
 
 @pytest.fixture
@@ -304,9 +310,9 @@ def config_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_through_the_test_api_server(start_tenantgate: StartTenantgate, core: Any) -> None:
+def test_through_the_real_control_plane(start_tenantgate: StartTenantgate, core: Any) -> None:
     tenantgate = start_tenantgate()
-    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    create_namespace(core, {"metadata": {"name": NAMESPACE}})
     for manifest, message in DENIED_AT_START:
         with pytest.raises(client.ApiException) as refused:
             core.create_namespaced_pod(NAMESPACE, manifest)
