@@ -17,6 +17,7 @@ import socket
 import ssl
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ class RequestInfo:
     name: str
     resource_version: str
     continue_token: str
+    subresource: str = ""
 
     @property
     def resource(self) -> str:
@@ -100,6 +102,7 @@ def request_info(method: str, path: str, query: str) -> RequestInfo | None:
     if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
         rest = rest[2:]
     plural, name = rest[0], rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
     if method == "GET":
         verb = ("watch" if params.get("watch") in ("1", "true") else "list") if not name else "get"
     else:
@@ -117,6 +120,7 @@ def request_info(method: str, path: str, query: str) -> RequestInfo | None:
         name,
         params.get("resourceVersion", ""),
         params.get("continue", ""),
+        subresource,
     )
 
 
@@ -158,9 +162,16 @@ class _Error:
 
 
 @dataclass
+class _Cut:
+    match: Match
+    remaining: int
+
+
+@dataclass
 class _State:
     latencies: list[_Latency] = field(default_factory=list)
     errors: list[_Error] = field(default_factory=list)
+    cuts: list[_Cut] = field(default_factory=list)
     conflicts: dict[str, int] = field(default_factory=dict)
     compacted: int = 0
 
@@ -194,6 +205,9 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self.port = 0
         self.requests = 0
+        # (user-agent's first word, verb, resource, subresource, HTTP status) -> count: what the
+        # clients behind the proxy asked of the API server, and what it answered.
+        self.seen: Counter[tuple[str, str, str, str, int]] = Counter()
 
     @property
     def url(self) -> str:
@@ -248,6 +262,32 @@ class FaultProxy:
                 )
             )
 
+    def cut_answers(
+        self,
+        *,
+        count: int = 1,
+        verb: str | None = None,
+        resource: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        """Pass the next ``count`` matching requests to the API server, then break the
+        connection in the middle of its answer: the request took effect, the client cannot
+        know it (a lost answer)."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        with self._lock:
+            self._state.cuts.append(_Cut(Match(verb, resource, path), count))
+
+    def _cut_for(self, info: RequestInfo) -> bool:
+        with self._lock:
+            for fault in self._state.cuts:
+                if fault.match.matches(info):
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._state.cuts.remove(fault)
+                    return True
+        return False
+
     def conflict_storm(self, resource: str, *, count: int) -> None:
         """The next ``count`` updates or patches of ``resource`` (``pods``,
         ``leases.coordination.k8s.io``) answer 409 Conflict, as if another writer won."""
@@ -274,6 +314,7 @@ class FaultProxy:
         with self._lock:
             compacted = self._state.compacted
             self._state = _State(compacted=compacted)
+        self.seen.clear()
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -395,6 +436,20 @@ class FaultProxy:
             return _json(
                 503, status_body(503, "ServiceUnavailable", f"proxy: upstream failed: {exc}")
             )
+        if info is not None:
+            agent = request.headers.get("user-agent", "").split("/", 1)[0]
+            key = (agent, info.verb, info.resource, info.subresource, response.status_code)
+            self.seen[key] += 1
+        if info is not None and info.verb != "watch" and self._cut_for(info):
+            body = await response.aread()
+            await response.aclose()
+            kept = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP}
+
+            async def broken() -> AsyncIterator[bytes]:
+                yield body[: len(body) // 2]
+                raise ConnectionAbortedError("fault proxy: answer cut")
+
+            return StreamingResponse(broken(), status_code=response.status_code, headers=kept)
         watching = info is not None and info.verb == "watch"
         if watching:
             self._watches.add(response)

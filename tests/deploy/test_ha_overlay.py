@@ -197,9 +197,10 @@ def test_crd_schema_rejects_a_malformed_status(change: Any, problem: str) -> Non
 
 def test_ledger_rbac_is_exactly_what_the_store_needs() -> None:
     role = load("clusterrole-ledger.yaml")
-    verbs = ("get", "list", "watch", "create", "update", "patch")
+    # Read, watch, create; every change is a PUT of the status (compare-and-swap).
+    verbs = ("get", "list", "watch", "create")
     assert rules(role) == {(GROUP, PLURAL, verb, ()) for verb in verbs} | {
-        (GROUP, f"{PLURAL}/status", verb, ()) for verb in ("get", "update", "patch")
+        (GROUP, f"{PLURAL}/status", "update", ())
     }
     binding = load("clusterrolebinding-ledger.yaml")
     assert binding["roleRef"] == {
