@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from immutables import Map
 from kubernetes import client
 
 from classifier.quantities import Quantity
@@ -214,16 +215,20 @@ def full_ledger() -> TenantLedger:
         "round-trip",
         guaranteed=dict(amount),
         burst={"cpu": Quantity.parse("250m"), "ephemeral-storage": Quantity.parse("10G")},
-        reservations={
-            "r-held": Reservation("r-held", "burst", {"cpu": Quantity.parse("1")}, 10.5, 40.25),
-            "r-bound": Reservation(
-                "r-bound", "guaranteed", dict(amount), 11.0, 3611.0, pod_uid="uid-1"
-            ),
-        },
-        queued={
-            "q-booked": Queued("q-booked", 1000, 12.0, 42.0),
-            "q-seen": Queued("q-seen", -5, 13.5, None, pod_uid="uid-2"),
-        },
+        reservations=Map(
+            {
+                "r-held": Reservation("r-held", "burst", {"cpu": Quantity.parse("1")}, 10.5, 40.25),
+                "r-bound": Reservation(
+                    "r-bound", "guaranteed", dict(amount), 11.0, 3611.0, pod_uid="uid-1"
+                ),
+            }
+        ),
+        queued=Map(
+            {
+                "q-booked": Queued("q-booked", 1000, 12.0, 42.0),
+                "q-seen": Queued("q-seen", -5, 13.5, None, pod_uid="uid-2"),
+            }
+        ),
     )
 
 
