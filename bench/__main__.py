@@ -2,7 +2,8 @@
 
 Phases: workload, core (in process), server (tenantgate serve vs the baseline under load),
 scale (curves), memory (rebuild, RSS at rest), ha (replicas), reload (event-loop lag while a
-large config reloads). A phase that fails is reported and the others
+large config reloads), queue, cluster (pod creates through a real kube-apiserver with and
+without tenantgate's webhooks). A phase that fails is reported and the others
 still run; the exit code is 1 if any phase failed (missed targets do not fail a run: they are
 what the run is for).
 """
@@ -21,6 +22,7 @@ from typing import Any, Final
 
 import orjson
 
+from bench import cluster as cluster_bench
 from bench import core, ha, memory, reload, report, scale, stats
 from bench import queue as queue_bench
 from bench.configgen import compile_generated, generate_config
@@ -30,7 +32,7 @@ from bench.stack import Pipeline, memory_ledger, offline_runtime
 from bench.workload import Workload, build_workload, load_sources
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
-PHASES: Final = ("core", "server", "scale", "memory", "ha", "reload", "queue")
+PHASES: Final = ("core", "server", "scale", "memory", "ha", "reload", "queue", "cluster")
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +416,31 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
 
+    def run_cluster() -> None:
+        measured = cluster_bench.measure(quick=args.quick, progress=progress)
+        results["cluster"] = measured
+        figures["cluster_wall_ratio"] = measured["wall_ratio"]
+        figures["cluster_added_p99_ms"] = measured["added_p99_ms"]
+        without, hooked = measured["without"], measured["with"]
+        cpu = measured["cpu_seconds_with_webhooks"]
+        extra_rows.extend(
+            [
+                report.Row(
+                    f"cluster: {measured['pods']:,} creates, p50/p99 without / with webhooks",
+                    f"{without['p50_ms']}/{without['p99_ms']} ms / "
+                    f"{hooked['p50_ms']}/{hooked['p99_ms']} ms",
+                ),
+                report.Row(
+                    "cluster: creates/s without / with webhooks",
+                    f"{without['creates_per_second']} / {hooked['creates_per_second']}",
+                ),
+                report.Row(
+                    "cluster: CPU s during the webhook run",
+                    ", ".join(f"{name} {seconds}" for name, seconds in sorted(cpu.items())),
+                ),
+            ]
+        )
+
     def run_reload() -> None:
         runs = [
             reload.measure(tenants=sizes.reload_tenants, pods=0, seed=args.seed, progress=progress)
@@ -445,11 +472,14 @@ def main(argv: list[str] | None = None) -> int:
     phase("ha", run_ha)
     phase("queue", run_queue)
     phase("reload", run_reload)
+    phase("cluster", run_cluster)
 
     full_size = not args.quick
     applicable = {
         "rest_rss_mib": full_size,
         "rebuild_seconds": full_size,
+        "cluster_wall_ratio": full_size,
+        "cluster_added_p99_ms": full_size,
     }
     results["targets"] = report.verdicts(figures, applicable)
     results["duration_seconds"] = round(time.perf_counter() - progress.started, 1)

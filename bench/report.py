@@ -59,6 +59,12 @@ TARGETS: Final = (
     Target("queue_admission_ratio", "queue: admission CPU, queued / admitted", "x", "<=", 3),
     Target("queue_bytes_per_pod", "queue: memory per queued pod", " B", "<=", 2048),
     Target("reload_lag_ms", "reload: worst loop lag, 10,000-tenant config", " ms", "<=", 50),
+    Target(
+        "cluster_wall_ratio", "cluster: 2,000 creates, with / without webhooks", "x", "<=", 1.25
+    ),
+    Target(
+        "cluster_added_p99_ms", "cluster: 2,000 creates, p99 added by webhooks", " ms", "<=", 15
+    ),
 )
 
 

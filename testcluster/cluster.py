@@ -116,15 +116,19 @@ class Cluster:
         (the node-lifecycle controller removes it)."""
         core: Any = client.CoreV1Api(self.api)
 
+        expected = set(self.kubelet.nodes)
+
         def ready() -> bool:
             nodes = json.loads(core.list_node(_preload_content=False).data)["items"]
-            return bool(nodes) and all(
-                not any(
+            schedulable = {
+                n["metadata"]["name"]
+                for n in nodes
+                if not any(
                     t.get("key", "").startswith("node.kubernetes.io/")
                     for t in n["spec"].get("taints") or []
                 )
-                for n in nodes
-            )
+            }
+            return expected <= schedulable
 
         _until(ready, "the nodes to be schedulable")
 

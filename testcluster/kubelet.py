@@ -134,6 +134,12 @@ class SimulatedKubelet:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def nodes(self) -> list[str]:
+        """The names of the nodes it runs."""
+        with self._lock:
+            return list(self._nodes)
+
     def pause(self) -> None:
         """Act on nothing until :meth:`resume` (a busy kubelet): tests see a pod between its
         spec's change and the kubelet's answer."""

@@ -44,6 +44,8 @@ def test_every_issue_target_is_there() -> None:
         "queue_admission_ratio",
         "queue_bytes_per_pod",
         "reload_lag_ms",
+        "cluster_wall_ratio",
+        "cluster_added_p99_ms",
     }
 
 
