@@ -110,10 +110,8 @@ def cluster_warnings(config: TenantgateConfig, facts: ClusterFacts) -> list[Poli
     return [*_scheduler_warnings(config, facts), *_namespace_warnings(config, facts)]
 
 
-def _scheduler_warnings(config: TenantgateConfig, facts: ClusterFacts) -> Iterable[PolicyProblem]:
-    running = facts.schedulers
-    if running is None:
-        return
+def profile_schedulers(config: TenantgateConfig) -> list[tuple[str, str, str]]:
+    """(field path, profile, schedulerName) of every profile and tenant override naming one."""
     named: list[tuple[str, str, str]] = [
         (field_path("profiles", name, "schedulerName"), name, profile.schedulerName)
         for name, profile in config.profiles.items()
@@ -127,9 +125,17 @@ def _scheduler_warnings(config: TenantgateConfig, facts: ClusterFacts) -> Iterab
                     "tenants", tenant_name, "profiles", "overrides", name, "schedulerName"
                 )
                 named.append((path, name, override.schedulerName))
-    for path, profile, scheduler in named:
-        if scheduler in running:
-            continue
+    return named
+
+
+def _scheduler_warnings(config: TenantgateConfig, facts: ClusterFacts) -> Iterable[PolicyProblem]:
+    running = facts.schedulers
+    if running is None:
+        return
+    for path, profile, scheduler in profile_schedulers(config):
+        configured = scheduler in config.schedulers and not config.schedulers[scheduler].external
+        if scheduler in running or configured:
+            continue  # running, or run by the schedulers component from the block
         yield PolicyProblem(
             path,
             f"no scheduler {scheduler} runs in the cluster (no running pod was placed "

@@ -47,6 +47,7 @@ from classifier.quantities import Quantity, QuantityError
 from tenants.bounds import Bounds, BoundsLevel
 from tenants.quota import Quota, build_quota
 from tenants.resourcenames import ledger_keys
+from tenants.schedulers import SchedulerSpec, check_names
 
 logger = logging.getLogger(__name__)
 
@@ -326,6 +327,17 @@ class TenantgateConfig(ClassifierConfig):
         "plus margin)",
     )
     ledger: LedgerSpec = Field(default_factory=LedgerSpec)
+    schedulers: dict[str, SchedulerSpec] = Field(
+        default_factory=dict,
+        description="the scheduling policy of each scheduler name profiles use "
+        "(`tenantgate scheduler-config` renders it)",
+    )
+
+    @field_validator("schedulers")
+    @classmethod
+    def _scheduler_names(cls, value: dict[str, SchedulerSpec]) -> dict[str, SchedulerSpec]:
+        check_names(value)
+        return value
 
     @field_validator("tenants")
     @classmethod

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from classifier.rulelint import find_unreachable_rules
 from tenants.boundslint import bounds_problems, limits_warnings
-from tenants.clustercheck import ClusterFacts, cluster_warnings
+from tenants.clustercheck import ClusterFacts, cluster_warnings, profile_schedulers
 from tenants.config import (
     NamespaceSelector,
     PolicyError,
@@ -39,6 +39,7 @@ from tenants.configfile import (
     read_text,
     validate,
 )
+from tenants.schedulers import named_schedulers
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,21 @@ class LintReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def scheduler_warnings(config: TenantgateConfig) -> list[PolicyProblem]:
+    """Profiles routing to a scheduler the ``schedulers:`` block does not define (offline: the
+    cluster is not asked; ``--kubeconfig`` asks it instead)."""
+    unknown = named_schedulers(profile_schedulers(config), config.schedulers)
+    return [
+        PolicyProblem(
+            path,
+            f"scheduler {scheduler} of profile {profile} is not in the schedulers: block, so "
+            "`tenantgate scheduler-config` does not run it; add it there (external: true when "
+            "another scheduler serves it), or run lint with --kubeconfig to check the cluster",
+        )
+        for path, profile, scheduler in unknown
+    ]
 
 
 def lint_file(path: str | Path, *, facts: ClusterFacts | None = None) -> LintReport:
@@ -90,6 +106,8 @@ def lint_text(
     warned = limits_warnings(config)
     if facts is not None:
         warned.extend(cluster_warnings(config, facts))
+    else:
+        warned.extend(scheduler_warnings(config))
     warnings = ConfigError(locate(warned, source, filename=filename)).problems
     return LintReport(filename, located, "" if located else summarize(config), warnings)
 

@@ -162,6 +162,24 @@ class Cluster:
             server=server,
         )
 
+    def run_second_scheduler(self, configuration: dict[str, Any]) -> None:
+        """The schedulers component's kube-scheduler, on ``configuration`` (what `tenantgate
+        scheduler-config` prints), with a token of its shipped ServiceAccount."""
+        if self.installation is None:
+            raise RuntimeError("install tenantgate first")
+        token = self.installation.service_account_token(name="tenantgate-scheduler")
+        kubeconfig = self.plane.token_kubeconfig(
+            self.workdir / "tenantgate-scheduler.kubeconfig",
+            token=token,
+            user="system:serviceaccount:tenantgate-system:tenantgate-scheduler",
+        )
+        self.plane.start_second_scheduler(
+            "tenantgate-scheduler", configuration, kubeconfig=kubeconfig
+        )
+
+    def stop_second_scheduler(self) -> None:
+        self.plane.stop_component("tenantgate-scheduler")
+
     def serve(self, ports: list[int]) -> None:
         """Send the webhooks' calls to tenantgate on ``ports`` and register the webhooks."""
         self.balancer.set_backends(ports)

@@ -114,7 +114,8 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        core = ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+        for name in [n for n in self.components if n not in core] + list(core):
             component = self.components.pop(name, None)
             if component is not None:
                 component.stop()
@@ -264,6 +265,49 @@ class ControlPlane:
             scheduler,
             "kube-scheduler's /healthz",
         )
+
+    def start_second_scheduler(
+        self, name: str, configuration: dict[str, Any], *, kubeconfig: Path
+    ) -> Component:
+        """Another kube-scheduler, as a cluster runs one next to its own: ``configuration`` (a
+        KubeSchedulerConfiguration) with ``kubeconfig``'s credentials (a ServiceAccount's
+        token, so that its RBAC is what is enforced). Stopped with the control plane."""
+        previous = self.components.pop(name, None)
+        if previous is not None:
+            previous.stop()
+        config = {**configuration, "clientConnection": {"kubeconfig": str(kubeconfig)}}
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(json.dumps(config, indent=2))
+        port = free_port()
+        component = Component(
+            name,
+            [
+                str(self.binary),
+                "kube-scheduler",
+                f"--config={path}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / name}",
+            ],
+            log=self.logs / f"{name}.log",
+        )
+        self.components[name] = component.start()
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate
+        _wait(
+            lambda: _http_ok(f"https://127.0.0.1:{port}/readyz", insecure),
+            component,
+            f"{name}'s /readyz",
+        )
+        return component
+
+    def stop_component(self, name: str) -> None:
+        component = self.components.pop(name, None)
+        if component is not None:
+            component.stop()
 
     # --- access ------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """tenantgate installed as a user installs it: ``kubectl apply -k`` of ``deploy/webhooks``
-through a test overlay, and a token of the shipped ServiceAccount to run it with.
+(with the HA and schedulers components) through a test overlay, and tokens of the shipped
+ServiceAccounts to run tenantgate and the second kube-scheduler with.
 
 The overlay changes only what a webhook running outside the cluster needs: each webhook's
 ``clientConfig.service`` becomes a ``url`` (the balancer in front of the local replicas) with
@@ -21,6 +22,7 @@ from testcluster.controlplane import ControlPlane
 ROOT = Path(__file__).resolve().parents[1]
 WEBHOOKS = ROOT / "deploy" / "webhooks"
 HA = WEBHOOKS / "overlays" / "ha"
+SCHEDULERS = WEBHOOKS / "components" / "schedulers"
 NAMESPACE = "tenantgate-system"
 SERVICE_ACCOUNT = "tenantgate"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -59,8 +61,16 @@ def write_overlay(directory: Path, *, url: str, ca_bundle: bytes, ha: bool = Tru
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [os.path.relpath(WEBHOOKS, directory)],
-        "components": [os.path.relpath(HA, directory)] if ha else [],
-        "replicas": [{"name": "tenantgate", "count": 0}],
+        "components": [
+            *([os.path.relpath(HA, directory)] if ha else []),
+            os.path.relpath(SCHEDULERS, directory),
+        ],
+        # Their pods would only be faked: tests run tenantgate and the second scheduler
+        # as processes, with the installed ServiceAccounts' tokens.
+        "replicas": [
+            {"name": "tenantgate", "count": 0},
+            {"name": "tenantgate-scheduler", "count": 0},
+        ],
         "patches": [_webhook_patch(kind, url, ca_bundle) for kind in WEBHOOK_KINDS],
     }
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))

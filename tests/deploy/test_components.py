@@ -101,7 +101,13 @@ def find(objects: list[Obj], kind: str, name: str) -> Obj:
 
 
 def test_the_components_are_the_documented_ones() -> None:
-    assert component_names() == ["cert-manager", "monitoring", "network-policy", "opt-in"]
+    assert component_names() == [
+        "cert-manager",
+        "monitoring",
+        "network-policy",
+        "opt-in",
+        "schedulers",
+    ]
     readme = (BASE / "README.md").read_text()
     for name in component_names():
         assert f"components/{name}" in readme, f"deploy/webhooks/README.md omits {name}"
