@@ -201,7 +201,7 @@
     const first = matched ? state.page * PAGE_SIZE + 1 : 0;
     const last = Math.min((state.page + 1) * PAGE_SIZE, matched);
     const pages = Math.max(1, Math.ceil(matched / PAGE_SIZE));
-    let info = `${first.toLocaleString("en")}–${last.toLocaleString("en")} of ${matched.toLocaleString("en")}`;
+    let info = `${first.toLocaleString("en")} to ${last.toLocaleString("en")} of ${matched.toLocaleString("en")}`;
     if (matched !== total) info += ` (of ${total.toLocaleString("en")} tenants)`;
     info += ` · page ${state.page + 1} of ${pages.toLocaleString("en")}`;
     $("page-info").textContent = info;
