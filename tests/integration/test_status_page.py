@@ -314,7 +314,6 @@ window.fetch = async (url, options) => {
 def test_cohorts_are_drawn_from_status_when_it_has_them(
     tenantgate: Tenantgate, page: Chrome
 ) -> None:
-
     assert "cohorts" not in tenantgate.status()
     page.execute_cdp_cmd(
         "Page.addScriptToEvaluateOnNewDocument", {"source": WITH_COHORTS % json.dumps(COHORTS)}
