@@ -234,7 +234,6 @@ def test_a_queued_pod_is_shown_at_its_position_and_a_release_updates_the_page(
         assert int(effective) == (int(own) + int(boost) if own else 1000)
         assert own in (None, "1000")
     assert text(page, '#tenant-rows tr[data-tenant="team-q"] .pending') == "3"
-    screenshot(page, "queue")
 
     core.delete_namespaced_pod("run-0", "team-q", grace_period_seconds=0)
 
@@ -249,7 +248,7 @@ def test_a_queued_pod_is_shown_at_its_position_and_a_release_updates_the_page(
     assert cells[5].startswith("released onto tenant team-q's guaranteed room after waiting")
     assert text(page, '#tenant-rows tr[data-tenant="team-q"] .pending') == "2"
     assert page.execute_script("return window.loadedOnce === true;") is True
-    screenshot(page, "released")
+    screenshot(page, "queue")
     assert browser.console_errors(page) == []
 
 
