@@ -316,8 +316,9 @@
       const pods = Array.isArray(entry.pods) ? entry.pods : [];
       for (const pod of pods) rows.push(queueRow(pod));
       note = `${pods.length} pod${pods.length === 1 ? "" : "s"} waiting behind the scheduling gate, first in line first.`;
-      if (queue && queue.leading === false) {
-        note += " This replica does not release pods (it does not hold the controller lease): the lease holder's page shows the live queue.";
+      const replica = isObject(status.replica) ? status.replica : {};
+      if (replica.role === "follower") {
+        note += " This replica does not hold the controller lease, so it neither watches nor releases queued pods: the lease holder's page shows the live queue.";
       }
     }
     $("queue-note").textContent = note;
