@@ -185,18 +185,25 @@ def status_document(
     }
     if page is not None:
         document["page"] = page
+    document.update(_replica_facts(sources))
+    return document
+
+
+def _replica_facts(sources: StatusSources) -> dict[str, Any]:
+    """The keys only a running server has: recent decisions, certificate, role, readiness."""
+    facts: dict[str, Any] = {}
     if sources.recent is not None:
-        document["recent"] = dict(sources.recent())
+        facts["recent"] = dict(sources.recent())
     if sources.certificate is not None:
         certificate = sources.certificate()
-        document["certificate"] = dict(certificate) if certificate is not None else None
+        facts["certificate"] = dict(certificate) if certificate is not None else None
     if sources.replica is not None:
-        document["replica"] = dict(sources.replica())
+        facts["replica"] = dict(sources.replica())
     if sources.readiness is not None:
-        document["readiness"] = dict(sources.readiness())
+        facts["readiness"] = dict(sources.readiness())
     if sources.version is not None:
-        document["version"] = sources.version
-    return document
+        facts["version"] = sources.version
+    return facts
 
 
 def status_route(sources: StatusSources) -> Route:
