@@ -288,6 +288,27 @@ def test_the_replica_shows_its_role_certificate_config_and_readiness(
     assert browser.console_errors(page) == []
 
 
+# What the browser gets from /status, rewritten before the page sees it: the page is shown
+# documents the server cannot produce yet (cohorts) or would never produce (hostile text).
+REWRITE_STATUS = """
+const realFetch = window.fetch;
+window.fetch = async (url, options) => {
+  const response = await realFetch(url, options);
+  if (!String(url).startsWith("/status")) return response;
+  const status = await response.json();
+  %s
+  return new Response(JSON.stringify(status), {status: response.status});
+};
+"""
+
+
+def rewrite_status(page: Chrome, statement: str) -> None:
+    """Run the JavaScript ``statement`` on each ``/status`` document (``status``) the page gets."""
+    page.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument", {"source": REWRITE_STATUS % statement}
+    )
+
+
 # Cohorts come with another change; until then /status has none, and the page draws none. Here
 # the browser is handed a /status with cohorts, as that change will serve them, to show that
 # the page draws them from the document alone.
@@ -298,25 +319,13 @@ COHORTS = {
         "borrowed": {"cpu": "3"},
     }
 }
-WITH_COHORTS = """
-const realFetch = window.fetch;
-window.fetch = async (url, options) => {
-  const response = await realFetch(url, options);
-  if (!String(url).startsWith("/status")) return response;
-  const document = await response.json();
-  document.cohorts = %s;
-  return new Response(JSON.stringify(document), {status: response.status});
-};
-"""
 
 
 def test_cohorts_are_drawn_from_status_when_it_has_them(
     tenantgate: Tenantgate, page: Chrome
 ) -> None:
     assert "cohorts" not in tenantgate.status()
-    page.execute_cdp_cmd(
-        "Page.addScriptToEvaluateOnNewDocument", {"source": WITH_COHORTS % json.dumps(COHORTS)}
-    )
+    rewrite_status(page, f"status.cohorts = {json.dumps(COHORTS)};")
 
     open_page(page, tenantgate.metrics_url)
 
@@ -326,6 +335,44 @@ def test_cohorts_are_drawn_from_status_when_it_has_them(
     assert "Tenants: team-a, team-q" in texts(page, "#cohorts p")
     assert texts(page, "#cohorts th") == ["Resource", "borrowed", "capacity"]
     assert texts(page, '#cohorts tr[data-resource="cpu"] td') == ["cpu", "3", "16"]
+    assert browser.console_errors(page) == []
+
+
+HOSTILE = '<img src=x onerror="window.injected = true"><script>window.injected = true</script>'
+
+
+def test_text_from_status_is_shown_as_text_never_run_as_html(
+    tenantgate: Tenantgate, page: Chrome
+) -> None:
+    tenant = {
+        "guaranteed": {HOSTILE: "1"},
+        "ceiling": {HOSTILE: "2"},
+        "used": {"guaranteed": {HOSTILE: "1"}, "burst": {}},
+        "pods": 1,
+    }
+    denial = {
+        "at": 0,
+        "tenant": HOSTILE,
+        "pod": HOSTILE,
+        "reason": HOSTILE,
+        "message": HOSTILE,
+    }
+    rewrite_status(
+        page,
+        f"status.tenants[{json.dumps(HOSTILE)}] = {json.dumps(tenant)};"
+        f"status.recent.denials.unshift({json.dumps(denial)});",
+    )
+
+    open_page(page, tenantgate.metrics_url)
+
+    assert HOSTILE in texts(page, "#tenant-rows button")
+    assert texts(page, "#tenant-rows .bar .resource").count(HOSTILE) == 1
+    assert texts(page, "#denial-rows tr:first-child td")[1:] == [HOSTILE] * 4
+    assert page.execute_script("return window.injected === undefined;") is True
+    assert (
+        page.execute_script("return document.querySelectorAll('main img, main script').length;")
+        == 0
+    )
     assert browser.console_errors(page) == []
 
 
