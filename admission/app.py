@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from admission.bodylimit import BodyLimitMiddleware
 from admission.health import Readiness, health_routes
-from admission.metrics import Metrics, endpoint_label, metrics_route
+from admission.metrics import ENDPOINTS, OTHER_DENIAL, Metrics, endpoint_label, metrics_route
 from admission.patch import PatchError, encode_patch, make_json_patch
 from admission.reviews import (
     NESTED_TOO_DEEPLY,
@@ -35,6 +35,7 @@ from admission.reviews import (
 from admission.settings import Settings
 from classifier import podview
 from tenants.ledger import LedgerUnavailable
+from tenants.recent import RecentDecisions
 from tenants.verdicts import Admitter, Verdict
 
 logger = logging.getLogger(__name__)
@@ -52,19 +53,23 @@ def create_app(
     readiness: Readiness,
     metrics: Metrics,
     clock: Callable[[], float] = time.time,
+    recent: RecentDecisions | None = None,
 ) -> Starlette:
     """The webhook app: ``POST /mutate``, ``POST /validate``, ``GET /healthz|/readyz|/metrics``.
 
     ``clock`` gives the ``now`` (Unix seconds) handed to the admitter. Request bodies over
     ``settings.max_body_bytes`` are refused with 413, and bodies not received within
-    ``settings.body_timeout_seconds`` with 408, before any handler runs.
+    ``settings.body_timeout_seconds`` with 408, before any handler runs. Pod denials (dry runs
+    excluded) go to ``recent``, for ``/status`` and the status page.
     """
 
     def count_refused(scope: Scope, status: int, reason: str) -> None:
         metrics.count_http_error(endpoint_label(scope.get("path", "")), code=status, reason=reason)
 
-    mutate = ReviewHandler("mutate", admitter=admitter, metrics=metrics, clock=clock)
-    validate = ReviewHandler("validate", admitter=admitter, metrics=metrics, clock=clock)
+    mutate, validate = (
+        ReviewHandler(endpoint, admitter=admitter, metrics=metrics, clock=clock, recent=recent)
+        for endpoint in ENDPOINTS
+    )
     routes: list[BaseRoute] = [
         # ReviewRoutes answers every POST to these; the routes give other methods their 405.
         Route("/mutate", mutate, methods=["POST"], name="mutate"),
@@ -128,6 +133,7 @@ class ReviewHandler:
         admitter: Admitter,
         metrics: Metrics,
         clock: Callable[[], float],
+        recent: RecentDecisions | None = None,
     ) -> None:
         self.endpoint: Endpoint = endpoint
         # Each endpoint builds only the part of a pod that its decision reads (or writes).
@@ -135,6 +141,7 @@ class ReviewHandler:
         self._admitter = admitter
         self._metrics = metrics
         self._clock = clock
+        self._recent = recent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The endpoint, as an ASGI app."""
@@ -210,6 +217,8 @@ class ReviewHandler:
             dry_run=review.request.dry_run,
         )
         self._metrics.observe_decision(self.endpoint, review.request, verdict)
+        if not verdict.allowed and self._recent is not None:
+            self._remember_denial(review, verdict)
         self._log(review, verdict, patched=patch is not None, started=started)
         return 200, payload, _JSON_CONTENT_TYPE
 
@@ -240,6 +249,22 @@ class ReviewHandler:
             logger.warning("%s: %d from client %s: %s", self.endpoint, status, client, reason)
         self._metrics.count_http_error(self.endpoint, code=status, reason=category)
         return status, reason.encode(), _TEXT_CONTENT_TYPE
+
+    def _remember_denial(self, review: Review, verdict: Verdict) -> None:
+        # Denials only: allowed reviews, nearly all of the traffic, never get here.
+        request = review.request
+        if self._recent is None or request.dry_run or request.kind != "Pod" or request.group:
+            return
+        name = request.name or podview.name(request.object or request.old_object or {})
+        self._recent.denied(
+            at=self._clock(),
+            tenant=self._metrics.tenant_of(request.namespace) or "",
+            pod=f"{request.namespace}/{name}",
+            operation=request.operation,
+            endpoint=self.endpoint,
+            cause=verdict.cause or OTHER_DENIAL,
+            message=verdict.message,
+        )
 
     def _log(self, review: Review, verdict: Verdict, *, patched: bool, started: float) -> None:
         request = review.request

@@ -153,6 +153,10 @@ class Metrics:
         self._denials: dict[tuple[str, str], Counter] = {}
         self._classifications: dict[tuple[str, str], Counter] = {}
 
+    def tenant_of(self, namespace: str) -> str | None:
+        """The tenant claiming ``namespace`` (``None``: no tenant)."""
+        return self._tenant_of(namespace)
+
     def observe_review(
         self, endpoint: str, *, operation: str, allowed: bool, dry_run: bool
     ) -> None:

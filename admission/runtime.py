@@ -12,8 +12,9 @@ The runtime owns the process's state and its background work:
   whose priority classes replace the config's values (a class the config names that the
   cluster lacks is reported in ``/readyz`` and makes tenantgate deny, with a clear message, a pod
   it would give that class: the API server would reject it with a cryptic one);
-* readiness (config, cluster; the server adds certs), metrics, ``/status``, and the periodic
-  reservation expiry and full recount.
+* readiness (config, cluster; the server adds certs), metrics, ``/status`` with the recent
+  denials and releases and the status page drawn from it, and the periodic reservation expiry
+  and full recount.
 
 Every ledger change happens on the event-loop thread: admission awaits the ledger store there
 and the watch threads hand their events over with ``call_soon_threadsafe``.
@@ -43,6 +44,8 @@ from admission.metrics import Metrics
 from admission.server import ServeError
 from admission.settings import Settings
 from admission.status import StatusCollector, StatusSources, queue_route, status_route
+from admission.statuspage import statuspage_routes
+from admission.version import package_version
 from classifier import podview
 from classifier.config import PriorityClassSpec
 from tenants.config import Policy, PolicyError, global_default_class
@@ -65,6 +68,7 @@ from tenants.kube.ledgerwatch import LedgerWatch
 from tenants.kube.releaser import KubePodClient, QueueCollector, Releaser, queue_listing
 from tenants.kube.sync import ClusterSync, PriorityClassTable
 from tenants.ledger import MemoryLedger, cancel, dequeue
+from tenants.recent import RecentDecisions
 from tenants.release import PaceSettings
 from tenants.verdicts import AdmissionInput, Verdict
 
@@ -334,6 +338,8 @@ class Runtime:
         self._restarts: dict[tuple[str, str], int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
+        self.recent = RecentDecisions()
+        self.certificate: certs.CertificateInfo | None = None
 
         policy = self._base
         self.ledger: MemoryLedger | KubeLedgerStore = self._ledger_store(policy, connection)
@@ -366,6 +372,7 @@ class Runtime:
                 pace=pace,
                 unschedulable_after=settings.released_unschedulable_seconds,
                 clock=clock,
+                recent=self.recent,
             )
         self.sync: ClusterSync | None = None
         if connection is not None:
@@ -436,6 +443,11 @@ class Runtime:
                 self.controller, now=now, tenant=tenant
             ),
             clock=clock,
+            recent=self.recent.to_json,
+            certificate=self._certificate_status,
+            replica=self._replica_status,
+            readiness=lambda: self.readiness.report().to_json(),
+            version=package_version(),
         )
         self.metrics.registry.register(
             StatusCollector(
@@ -456,11 +468,12 @@ class Runtime:
             readiness=self.readiness,
             metrics=self.metrics,
             clock=clock,
+            recent=self.recent,
         )
         self.metrics_app: Starlette = create_metrics_app(
             readiness=self.readiness,
             metrics=self.metrics,
-            extra_routes=[status_route(sources), queue_route(sources)],
+            extra_routes=[status_route(sources), queue_route(sources), *statuspage_routes()],
         )
 
     # -- state ---------------------------------------------------------------------------
@@ -479,7 +492,31 @@ class Runtime:
 
     def certificate_loaded(self, certificate: certs.CertificateInfo) -> None:
         """The server serves ``certificate`` from now on (``serve`` calls this on each load)."""
+        self.certificate = certificate
         self.metrics.observe_certificate(not_after=certificate.not_after)
+
+    def _certificate_status(self) -> dict[str, Any] | None:
+        served = self.certificate
+        if served is None:
+            return None
+        return {
+            "notBefore": served.not_before.timestamp(),
+            "notAfter": served.not_after.timestamp(),
+            "serial": served.serial_hex,
+        }
+
+    def _replica_status(self) -> dict[str, Any]:
+        """Leader or follower: only the leader confirms, releases, expires and recounts."""
+        elector = self.elector
+        if elector is None:
+            # No election (one replica, in-memory ledger): this replica does all of it.
+            return {"role": "leader", "election": False, "holder": None, "identity": None}
+        return {
+            "role": "leader" if elector.is_leader else "follower",
+            "election": True,
+            "holder": elector.holder or None,
+            "identity": elector.identity,
+        }
 
     def synced(self) -> bool:
         """Whether the ledger reflects the cluster (always true offline: nothing to sync)."""

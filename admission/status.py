@@ -12,7 +12,21 @@
                                    "problem": TEXT | null},
      "pods": N, "lastRecount": UNIX | null, "generatedAt": UNIX,
      "queue": {"leading": bool, "releasing": N, "givenUp": {...},
-               "releasedUnschedulable": {...}}}
+               "releasedUnschedulable": {...}},
+     "recent": {"limit": N, "denials": [...], "releases": [...]},
+     "certificate": {"notAfter": UNIX, "notBefore": UNIX, "serial": HEX} | null,
+     "replica": {"role": "leader" | "follower", "election": bool, "holder": ..., "identity": ...},
+     "readiness": {"ready": bool, "checks": {NAME: {"ok": bool, "detail": TEXT}}},
+     "version": TEXT}
+
+The last five keys are there when the runtime provides them (``tenantgate serve`` does):
+``recent`` is :class:`tenants.recent.RecentDecisions` (the latest denials and releases, messages
+only), ``certificate`` the serving certificate new connections get.
+
+``GET /status?q=TEXT&offset=N&limit=N`` answers only the tenants whose name contains ``TEXT``
+(any case), ``limit`` of them from ``offset`` in name order, and adds
+``"page": {"matched": N, "total": N, "offset": N, "limit": N}``: the status page asks for one
+page at a time, so that a refresh with 10,000 tenants builds 50 of them, not 10,000.
 
 ``queue`` per tenant is what the controller's queue holds (only the replica holding the
 controller Lease watches pods); ``queued`` the ledger's queued entries, which every replica
@@ -32,7 +46,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -67,6 +81,52 @@ class StatusSources:
     releases: Callable[[], Mapping[str, Any]] = dict
     queue_listing: Callable[[float, str | None], Mapping[str, Any]] | None = None
     clock: Callable[[], float] = time.time
+    recent: Callable[[], Mapping[str, Any]] | None = None
+    certificate: Callable[[], Mapping[str, Any] | None] | None = None
+    replica: Callable[[], Mapping[str, Any]] | None = None
+    readiness: Callable[[], Mapping[str, Any]] | None = None
+    version: str | None = None
+
+
+MAX_LIMIT: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TenantSelection:
+    """Which tenants one ``/status`` answer holds: names containing ``text``, one page."""
+
+    text: str = ""
+    offset: int = 0
+    limit: int = MAX_LIMIT
+
+    def select(self, names: Iterable[str]) -> tuple[list[str], int]:
+        """The names of the page, in order, and how many matched in all."""
+        needle = self.text.casefold()
+        matched = [name for name in names if needle in name.casefold()] if needle else list(names)
+        return matched[self.offset : self.offset + self.limit], len(matched)
+
+
+class BadSelection(ValueError):
+    """A ``/status`` query that cannot be answered (the message says why)."""
+
+
+def tenant_selection(params: Mapping[str, str]) -> TenantSelection | None:
+    """The selection ``q``, ``offset`` and ``limit`` ask for; ``None`` when none is given."""
+    if not any(key in params for key in ("q", "offset", "limit")):
+        return None
+    numbers: dict[str, int] = {}
+    for key, default, top in (("offset", 0, None), ("limit", MAX_LIMIT, MAX_LIMIT)):
+        text = params.get(key)
+        if text is None or text == "":
+            numbers[key] = default
+            continue
+        if not text.isdigit():
+            raise BadSelection(f"{key} must be a whole number, got {text[:20]!r}")
+        value = int(text)
+        if top is not None and not 1 <= value <= top:
+            raise BadSelection(f"{key} must be between 1 and {top}, got {value}")
+        numbers[key] = value
+    return TenantSelection(params.get("q", "")[:253], numbers["offset"], numbers["limit"])
 
 
 def _quantities(amount: Mapping[str, Quantity]) -> dict[str, str]:
@@ -78,13 +138,25 @@ def _holds(ledger: TenantLedger) -> int:
     return sum(1 for reservation in ledger.reservations.values() if reservation.held)
 
 
-def status_document(sources: StatusSources, *, now: float | None = None) -> dict[str, Any]:
+def status_document(
+    sources: StatusSources, *, now: float | None = None, selection: TenantSelection | None = None
+) -> dict[str, Any]:
     """The ``/status`` document (see the module docstring)."""
     policy = sources.policy()
     ledgers = sources.ledgers()
     moment = sources.clock() if now is None else now
+    names = sorted(policy.tenants)
+    page: dict[str, int] | None = None
+    if selection is not None:
+        names, matched = selection.select(names)
+        page = {
+            "matched": matched,
+            "total": len(policy.tenants),
+            "offset": selection.offset,
+            "limit": selection.limit,
+        }
     tenants: dict[str, Any] = {}
-    for name in sorted(policy.tenants):
+    for name in names:
         quota = policy.tenants[name].quota
         ledger = ledgers.get(name) or TenantLedger(name)
         tenants[name] = {
@@ -103,7 +175,7 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
         if ledger.queued:
             tenants[name]["queued"] = ledger_to_json(ledger, charges=False)["queued"]
     stats = sources.stats()
-    return {
+    document: dict[str, Any] = {
         "tenants": tenants,
         "synced": sources.synced(),
         "mode": sources.mode,
@@ -115,13 +187,38 @@ def status_document(sources: StatusSources, *, now: float | None = None) -> dict
         "generatedAt": moment,
         "queue": dict(sources.releases()),
     }
+    if page is not None:
+        document["page"] = page
+    document.update(_replica_facts(sources))
+    return document
+
+
+def _replica_facts(sources: StatusSources) -> dict[str, Any]:
+    """The keys only a running server has: recent decisions, certificate, role, readiness."""
+    facts: dict[str, Any] = {}
+    if sources.recent is not None:
+        facts["recent"] = dict(sources.recent())
+    if sources.certificate is not None:
+        certificate = sources.certificate()
+        facts["certificate"] = dict(certificate) if certificate is not None else None
+    if sources.replica is not None:
+        facts["replica"] = dict(sources.replica())
+    if sources.readiness is not None:
+        facts["readiness"] = dict(sources.readiness())
+    if sources.version is not None:
+        facts["version"] = sources.version
+    return facts
 
 
 def status_route(sources: StatusSources) -> Route:
-    """``GET /status``."""
+    """``GET /status[?q=TEXT&offset=N&limit=N]``."""
 
     async def status(request: Request) -> Response:
-        return JSONResponse(status_document(sources))
+        try:
+            selection = tenant_selection(request.query_params)
+        except BadSelection as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(status_document(sources, selection=selection))
 
     return Route("/status", status, methods=["GET"], name="status")
 
@@ -311,4 +408,14 @@ def _controller_metrics(stats: ControllerStats, pods: int | None) -> Iterable[Me
         yield tracked
 
 
-__all__ = ["StatusCollector", "StatusSources", "queue_route", "status_document", "status_route"]
+__all__ = [
+    "MAX_LIMIT",
+    "BadSelection",
+    "StatusCollector",
+    "StatusSources",
+    "TenantSelection",
+    "queue_route",
+    "status_document",
+    "status_route",
+    "tenant_selection",
+]

@@ -2,10 +2,10 @@
 
 Phases: workload, core (in process), server (tenantgate serve vs the baseline under load),
 scale (curves), memory (rebuild, RSS at rest), ha (replicas), reload (event-loop lag while a
-large config reloads), queue, cluster (pod creates through a real kube-apiserver with and
-without tenantgate's webhooks). A phase that fails is reported and the others
-still run; the exit code is 1 if any phase failed (missed targets do not fail a run: they are
-what the run is for).
+large config reloads), queue, page (the status page at 10,000 tenants, in Chromium), cluster
+(pod creates through a real kube-apiserver with and without tenantgate's webhooks). A phase
+that fails is reported and the others still run; the exit code is 1 if any phase failed
+(missed targets do not fail a run: they are what the run is for).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import orjson
 from bench import cluster as cluster_bench
 from bench import core, ha, memory, reload, report, scale, stats
 from bench import queue as queue_bench
+from bench import statuspage as page_bench
 from bench.configgen import compile_generated, generate_config
 from bench.core import Point
 from bench.serverload import LoadPlan, run_server_load
@@ -32,7 +33,7 @@ from bench.stack import Pipeline, memory_ledger, offline_runtime
 from bench.workload import Workload, build_workload, load_sources
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
-PHASES: Final = ("core", "server", "scale", "memory", "ha", "reload", "queue", "cluster")
+PHASES: Final = ("core", "server", "scale", "memory", "ha", "reload", "queue", "page", "cluster")
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +466,26 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
 
+    def run_page() -> None:
+        progress("page: the status page with 10,000 tenants: /status whole and paged, Chromium")
+        measured = page_bench.measure(quick=args.quick)
+        results["page"] = measured
+        status, seen = measured["status"], measured["browser"]
+        extra_rows.extend(
+            [
+                report.Row(
+                    "page: GET /status whole / one page (median)",
+                    f"{status['whole']['median_ms']} ms, {status['whole']['bytes']:,} B / "
+                    f"{status['page']['median_ms']} ms, {status['page']['bytes']:,} B",
+                ),
+                report.Row(
+                    "page: first load / next page / search (median)",
+                    f"{seen['first_load_ms']} / {seen['next_page_ms']} / {seen['search_ms']} ms "
+                    f"({len(seen['console_errors'])} console errors)",
+                ),
+            ]
+        )
+
     phase("core", run_core)
     phase("server", run_server)
     phase("scale", run_scale)
@@ -472,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     phase("ha", run_ha)
     phase("queue", run_queue)
     phase("reload", run_reload)
+    phase("page", run_page)
     phase("cluster", run_cluster)
 
     full_size = not args.quick

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The command-line tools some tests drive, installed where this machine allows it:
-# promtool (Debian/Ubuntu package "prometheus") runs the alert rule tests.
+# promtool (Debian/Ubuntu package "prometheus") runs the alert rule tests;
+# chromium and chromedriver (packages "chromium", "chromium-driver") run the status page's
+# browser tests through Selenium, with the distribution's browser: nothing downloads one.
 # Without root or apt nothing is installed, and those tests say they are skipped and why.
 # kubectl is not installed here: the distributions' kubectl packages are too old for kustomize
 # components (the deploy tests skip the kubectl renders without it; see docs/troubleshooting.md).
@@ -8,6 +10,8 @@ set -uo pipefail
 
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 ((${#missing[@]} == 0)) && exit 0
 
 if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then

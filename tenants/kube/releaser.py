@@ -49,6 +49,7 @@ from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotF
 from tenants.ledger import LedgerStore, LedgerUnavailable, Tier
 from tenants.queue import QueuedPod
 from tenants.queueing import has_gate
+from tenants.recent import RecentDecisions
 from tenants.release import (
     PaceSettings,
     ReleasePace,
@@ -239,6 +240,7 @@ class Releaser:
         unschedulable_after: float = 300.0,
         clock: Callable[[], float] = time.time,
         max_threads: int = 4,
+        recent: RecentDecisions | None = None,
     ) -> None:
         self._controller = controller
         self._store = store
@@ -247,6 +249,7 @@ class Releaser:
         self._unschedulable_after = unschedulable_after
         self._clock = clock
         self.stats = ReleaseStats()
+        self.recent = recent
         self._dirty: set[str] = set()
         self._wake: asyncio.Event | None = None
         self._in_flight: set[str] = set()
@@ -472,11 +475,18 @@ class Releaser:
             _duration(waited),
             extra={"tenant": tenant, "pod": pod.key, "tier": tier},
         )
-        self._event(
-            pod,
-            "Released",
-            f"released onto tenant {tenant}'s {tier} room after waiting {_duration(waited)}",
-        )
+        message = f"released onto tenant {tenant}'s {tier} room after waiting {_duration(waited)}"
+        self._event(pod, "Released", message)
+        if self.recent is not None:
+            self.recent.released(
+                at=self._clock(),
+                tenant=tenant,
+                pod=pod.key,
+                outcome="released",
+                tier=tier,
+                waited_seconds=waited,
+                message=message,
+            )
         return True
 
     def _failed(self, tenant: str, pod: QueuedPod, reason: str, message: str) -> None:
@@ -511,14 +521,23 @@ class Releaser:
                 message,
                 extra={"tenant": tenant, "pod": pod.key},
             )
-            self._event(
-                pod,
-                "ReleaseFailed",
+            failure = (
                 f"tenantgate could not remove the scheduling gate {QUOTA_GATE} after "
                 f"{self.pace.settings.max_failures} attempts ({message}); it retries when the "
-                "pod changes",
-                kind="Warning",
+                "pod changes"
             )
+            self._event(pod, "ReleaseFailed", failure, kind="Warning")
+            if self.recent is not None:
+                now = self._clock()
+                self.recent.released(
+                    at=now,
+                    tenant=tenant,
+                    pod=pod.key,
+                    outcome="given up",
+                    tier=self._controller.queue_policy(tenant).tier,
+                    waited_seconds=now - pod.queued_at,
+                    message=failure,
+                )
             return  # stays parked
         logger.info("release of %s failed (%s); retry in %.3fs", pod.key, message, delay)
         if reason in _NOT_THE_POD:

@@ -26,6 +26,7 @@ from admission.health import Readiness
 from admission.metrics import Metrics
 from admission.settings import Settings
 from tenants.ledger import LedgerUnavailable
+from tenants.recent import RecentDecisions
 from tenants.verdicts import AdmissionInput, Admitter, Verdict
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "reviews"
@@ -689,3 +690,39 @@ def test_any_other_exception_out_of_the_decoder_is_a_counted_400(
     assert http.text == "malformed AdmissionReview: OverflowError"
     errors = "tenantgate_http_errors_total"
     assert webhook.metric(errors, endpoint="validate", code="400", reason="undecodable") == 1
+
+
+def test_pod_denials_are_remembered_with_their_message_but_not_dry_runs() -> None:
+    recent = RecentDecisions()
+    denial = Verdict.deny("exceeded tenant quota: team-a, requested: cpu=8", cause="over_quota")
+    app = create_app(
+        Settings(),
+        admitter=Recording(denial),
+        readiness=Readiness(),
+        metrics=Metrics(tenant_of=lambda namespace: "team-a" if namespace == "team-a" else None),
+        clock=lambda: NOW,
+        recent=recent,
+    )
+    allowed = create_app(
+        Settings(),
+        admitter=Recording(),
+        readiness=Readiness(),
+        metrics=Metrics(),
+        clock=lambda: NOW,
+        recent=recent,
+    )
+
+    for target, name in ((app, CREATE), (app, "v1-create-pod-dryrun.json"), (allowed, CREATE)):
+        call(target, "POST", "/mutate", content=orjson.dumps(fixture(name)), headers=JSON)
+
+    assert recent.to_json()["denials"] == [
+        {
+            "at": NOW,
+            "tenant": "team-a",
+            "pod": "team-a/web-7d4b9c8f5-",
+            "operation": "CREATE",
+            "endpoint": "mutate",
+            "reason": "over_quota",
+            "message": "exceeded tenant quota: team-a, requested: cpu=8",
+        }
+    ]

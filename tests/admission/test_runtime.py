@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 import admission.runtime
+import certs
 from admission.runtime import (
     DEFAULT_CONFIG,
     GC_YOUNG_THRESHOLD,
@@ -24,6 +25,7 @@ from admission.runtime import (
 )
 from admission.server import ServeError
 from admission.settings import Settings
+from admission.version import package_version
 from classifier.config import PriorityClassSpec
 from tenants.configfile import load_text
 from tenants.decisions import PolicyAdmitter
@@ -429,3 +431,63 @@ def test_a_pod_that_would_get_a_missing_class_is_denied_and_its_booking_cancelle
     assert ledger.get("team-a").guaranteed["cpu"].value() == 4
     assert ledger.get("team-a").burst == {}
     assert len(ledger.get("team-a").reservations) == 1
+
+
+def test_the_status_page_and_what_it_reads_are_wired(tmp_path: Path) -> None:
+    runtime = offline_runtime(tmp_path)
+    big = pod_request("huge", cpu="9")  # over team-a's ceiling of 8
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": big.uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": big.namespace,
+            "name": big.name,
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": big.object,
+        },
+    }
+    served = certs.init(tmp_path / "served", service="tenantgate", namespace="tenantgate-system")
+
+    async def scenario() -> None:
+        async with (
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=runtime.app), base_url="https://t"
+            ) as webhook,
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=runtime.metrics_app), base_url="http://t"
+            ) as metrics,
+        ):
+            answer = (await webhook.post("/mutate", json=review)).json()
+            assert answer["response"]["allowed"] is False
+            before = (await metrics.get("/status")).json()
+            runtime.certificate_loaded(served)
+            after = (await metrics.get("/status?q=team&limit=10")).json()
+            page = await metrics.get("/")
+        (denial,) = before["recent"]["denials"]
+        assert denial["pod"] == "team-a/huge"
+        assert denial["tenant"] == "team-a"
+        assert denial["message"] == answer["response"]["status"]["message"]
+        assert before["recent"]["releases"] == []
+        assert before["certificate"] is None
+        assert after["certificate"] == {
+            "notBefore": served.not_before.timestamp(),
+            "notAfter": served.not_after.timestamp(),
+            "serial": served.serial_hex,
+        }
+        assert before["replica"] == {
+            "role": "leader",
+            "election": False,
+            "holder": None,
+            "identity": None,
+        }
+        assert set(before["readiness"]["checks"]) >= {"config", "cluster"}
+        assert before["version"] == package_version()
+        assert after["page"] == {"matched": 1, "total": 1, "offset": 0, "limit": 10}
+        assert page.status_code == 200
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+
+    run(runtime, scenario)

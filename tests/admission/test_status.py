@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 
@@ -14,6 +15,7 @@ from classifier.quantities import Quantity
 from tenants.configfile import load_text
 from tenants.controller import ControllerStats
 from tenants.ledger import MemoryLedger, TenantLedger, book, ledger_from_usage
+from tenants.recent import RecentDecisions
 
 CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -175,3 +177,89 @@ def test_without_a_controller_there_are_no_controller_metrics() -> None:
     assert "tenantgate_tenant_used" in text
     assert "tenantgate_pods_unadmitted" not in text
     assert "tenantgate_pods_tracked" not in text
+
+
+def get_status(query: str, **overrides: Any) -> httpx.Response:
+    app = Starlette(routes=[status_route(sources(**overrides))])
+
+    async def get() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await client.get(f"/status{query}")
+
+    return asyncio.run(get())
+
+
+def test_a_search_answers_one_page_of_the_matching_tenants() -> None:
+    body = get_status("?q=TEAM&offset=0&limit=1").json()
+
+    assert list(body["tenants"]) == ["team-a"]
+    assert body["page"] == {"matched": 1, "total": 2, "offset": 0, "limit": 1}
+
+
+def test_pages_follow_the_name_order() -> None:
+    first = get_status("?limit=1").json()
+    second = get_status("?limit=1&offset=1").json()
+    past = get_status("?limit=1&offset=5").json()
+
+    assert list(first["tenants"]) == ["ml"]
+    assert list(second["tenants"]) == ["team-a"]
+    assert past["tenants"] == {}
+    assert past["page"] == {"matched": 2, "total": 2, "offset": 5, "limit": 1}
+
+
+def test_without_a_query_every_tenant_is_there_and_no_page() -> None:
+    body = get_status("").json()
+
+    assert list(body["tenants"]) == ["ml", "team-a"]
+    assert "page" not in body
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        ("?limit=0", "limit must be between 1 and 1000, got 0"),
+        ("?limit=5000", "limit must be between 1 and 1000, got 5000"),
+        ("?offset=-1", "offset must be a whole number, got '-1'"),
+        ("?limit=ten", "limit must be a whole number, got 'ten'"),
+    ],
+)
+def test_a_bad_page_is_a_400_that_says_why(query: str, error: str) -> None:
+    response = get_status(query)
+
+    assert response.status_code == 400
+    assert response.json() == {"error": error}
+
+
+def test_recent_decisions_certificate_replica_and_readiness_come_from_their_sources() -> None:
+    recent = RecentDecisions()
+    recent.denied(
+        at=5.0,
+        tenant="team-a",
+        pod="team-a/big",
+        operation="CREATE",
+        endpoint="mutate",
+        cause="over_quota",
+        message="exceeded tenant quota: team-a",
+    )
+    document = status_document(
+        sources(
+            recent=recent.to_json,
+            certificate=lambda: {"notAfter": 2000.0, "notBefore": 1000.0, "serial": "0A"},
+            replica=lambda: {"role": "follower", "election": True, "holder": "tg-0"},
+            readiness=lambda: {"ready": False, "checks": {"certs": {"ok": False}}},
+            version="9.9.9",
+        ),
+        now=99.0,
+    )
+
+    assert document["recent"]["denials"][0]["message"] == "exceeded tenant quota: team-a"
+    assert document["recent"]["releases"] == []
+    assert document["certificate"] == {"notAfter": 2000.0, "notBefore": 1000.0, "serial": "0A"}
+    assert document["replica"]["role"] == "follower"
+    assert document["readiness"]["ready"] is False
+    assert document["version"] == "9.9.9"
+
+
+def test_no_certificate_served_yet_is_null() -> None:
+    assert status_document(sources(certificate=lambda: None))["certificate"] is None

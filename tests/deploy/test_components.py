@@ -189,6 +189,33 @@ def test_network_policy_admits_the_webhook_and_metrics_ports_of_the_webhook_pods
     assert {"https-webhook", "http-metrics"} <= declared
 
 
+def test_the_metrics_port_and_the_status_page_on_it_stay_inside_the_cluster(
+    tmp_path: Path,
+) -> None:
+    """The status page, /status and /queue share the metrics port: with the policy only
+    Prometheus reaches it, and the Service never publishes it outside the cluster."""
+    objects = render(tmp_path, "network-policy")
+    policy = find(objects, "NetworkPolicy", "tenantgate")
+    metrics_rules = [
+        rule
+        for rule in policy["spec"]["ingress"]
+        if any(port["port"] in ("http-metrics", 8080) for port in rule["ports"])
+    ]
+    assert len(metrics_rules) == 1
+    assert metrics_rules[0]["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
+    assert all("port" in port for rule in policy["spec"]["ingress"] for port in rule["ports"]), (
+        "a rule without ports would admit every port, the metrics port included"
+    )
+    service = find(objects, "Service", "tenantgate")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert not any("nodePort" in port for port in service["spec"]["ports"])
+
+
 # --------------------------------------------------------------------------- opt-in
 
 

@@ -118,6 +118,7 @@ class Tenantgate:
                 app=runtime.app,
                 metrics_app=runtime.metrics_app,
                 readiness=runtime.readiness,
+                on_certificate=runtime.certificate_loaded,
             )
             self._server = server
 
