@@ -1,0 +1,300 @@
+"""The signals evidence is weighed from: one pass over the pod, each as a short text.
+
+A signal is ``kind:value``, lower-case but for environment names (``image:postgres``,
+``port:5432``, ``env:MYSQL``, ``flag:--leader-elect``, ``hostpath:/var/lib/kubelet``,
+``owner:DaemonSet``, ``resource:nvidia.com/gpu``). Weights (:mod:`classifier.evidence.weights`)
+are keyed by these texts, so weighing is a dictionary look-up per signal.
+
+Containers that only assist the main one (a mesh proxy, a VPN client, an exporter, a log
+shipper) are *sidecars*: their container signals are set aside, so they do not change what the
+pod is, unless every container is one (an exporter Deployment is what it exports).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from classifier import podview
+from classifier.facts import PodFacts, image_repository
+
+# The parts of names and image paths: "front-end", "catalogue_db", "kafka.connect".
+_WORD_SPLIT = re.compile(r"[-_./:]+")
+# Trailing replica-set hash and ordinals of a generated pod name.
+_GENERATED_SUFFIX = re.compile(r"(-[a-z0-9]{5,10})?(-[a-z0-9]{5})?-?$")
+# Labels whose value names the application or its role.
+NAME_LABELS = (
+    "app",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "k8s-app",
+    "name",
+    "component",
+    "tier",
+    "role",
+)
+# Host paths told apart by prefix: the kubelet's directories, devices, kernel interfaces,
+# CNI configuration and node logs.
+HOST_PATHS = (
+    "/var/lib/kubelet",
+    "/dev",
+    "/sys",
+    "/proc",
+    "/lib/modules",
+    "/etc/cni",
+    "/opt/cni",
+    "/var/run",
+    "/run",
+    "/var/log",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/etc/kubernetes",
+)
+# Words of an image path or container name that mark an assisting container.
+SIDECAR_WORDS = frozenset(
+    {
+        "istio-proxy",
+        "proxyv2",
+        "linkerd-proxy",
+        "envoy",
+        "envoyproxy",
+        "tailscale",
+        "openvpn",
+        "wireguard",
+        "gluetun",
+        "vpn",
+        "exporter",
+        "fluent-bit",
+        "fluentbit",
+        "fluentd",
+        "filebeat",
+        "promtail",
+        "vector",
+        "logrotate",
+        "oauth2-proxy",
+        "cloud-sql-proxy",
+        "cloudsql-proxy",
+        "cloudsql-docker",
+        "vault-agent",
+        "jaeger-agent",
+        "config-reloader",
+        "configmap-reload",
+        "kube-rbac-proxy",
+        "queue-proxy",
+        "queue",
+        "git-sync",
+        "sidecar",
+    }
+)
+_EXTENDED_SKIP = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One signal and where it was read (a container's name, ``pod``)."""
+
+    text: str
+    where: str
+
+
+def words(text: str) -> Iterator[str]:
+    """The text itself, lower-cased, and each part between ``-_./:``."""
+    low = text.lower()
+    yield low
+    parts = [p for p in _WORD_SPLIT.split(low) if p]
+    if len(parts) > 1:
+        yield from parts
+
+
+def _is_sidecar(container: Mapping[str, Any], repository: str) -> bool:
+    name = (podview.string(container.get("name")) or "").lower()
+    last = repository.rsplit("/", 1)[-1]
+    found = {name, last, *_WORD_SPLIT.split(name), *_WORD_SPLIT.split(last)}
+    found |= {w for w in (name, last) for w in _dashed_pairs(w)}
+    return bool(found & SIDECAR_WORDS) or last.endswith("-exporter")
+
+
+def _dashed_pairs(text: str) -> Iterator[str]:
+    parts = text.split("-")
+    for i in range(len(parts) - 1):
+        yield f"{parts[i]}-{parts[i + 1]}"
+
+
+def _container_signals(container: Mapping[str, Any], image_repository: str) -> Iterator[str]:
+    """What one container says of itself: image words, name words, ports, env, probes, flags."""
+    repository = image_repository
+    for part in repository.split("/"):
+        if part and part != "library":
+            for word in words(part):
+                yield f"image:{word}"
+    for word in words(podview.string(container.get("name")) or ""):
+        yield f"name:{word}"
+    for port in podview.objects(container.get("ports")):
+        number = port.get("containerPort")
+        if isinstance(number, int):
+            yield f"port:{number}"
+        port_name = podview.string(port.get("name"))
+        if port_name:
+            yield f"port-name:{port_name.lower()}"
+    for env in podview.objects(container.get("env")):
+        env_name = podview.string(env.get("name"))
+        if env_name:
+            yield f"env:{env_name.split('_', 1)[0].upper()}"
+            yield f"env:{env_name.upper()}"
+    for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = podview.obj(container.get(probe_name))
+        http = podview.obj(probe.get("httpGet"))
+        path = podview.string(http.get("path"))
+        if path is not None:
+            yield f"probe:{path.split('?', 1)[0].lower() or '/'}"
+        elif "grpc" in probe:
+            yield "probe:grpc"
+    for group in ("command", "args"):
+        items = container.get(group)
+        if not isinstance(items, list):
+            continue
+        for index, item in enumerate(items):
+            if not isinstance(item, str):
+                continue
+            if item.startswith("--"):
+                yield f"flag:{item.split('=', 1)[0].lower()}"
+            elif index == 0 and item and not item.startswith("-"):
+                first = item.split()[0] if item.split() else item
+                yield f"command:{first.rsplit('/', 1)[-1].lower()}"
+    resources = podview.obj(container.get("resources"))
+    for part in ("requests", "limits"):
+        for resource, amount in podview.obj(resources.get(part)).items():
+            if resource in _EXTENDED_SKIP or resource.startswith("hugepages-"):
+                continue
+            if str(amount).strip() not in ("0", "", "0.0"):
+                yield f"resource:{resource.lower()}"
+
+
+def _app_names(facts: PodFacts) -> Iterator[str]:
+    labels = facts.labels
+    for key in NAME_LABELS:
+        value = labels.get(key)
+        if value:
+            yield from words(value)
+    for owner in facts.owners:
+        yield from words(owner.name)
+    pod_name = podview.name(facts.pod)
+    if pod_name and not facts.owners:
+        yield from words(_GENERATED_SUFFIX.sub("", pod_name))
+
+
+def _pod_signals(facts: PodFacts) -> Iterator[str]:
+    """What the pod says as a whole: owners, namespace, names, volumes, scheduling."""
+    spec = podview.spec(facts.pod)
+    for owner in facts.owners:
+        yield f"owner:{owner.kind}"
+    yield f"namespace:{facts.namespace.lower()}"
+    for word in _app_names(facts):
+        yield f"name:{word}"
+    for key in facts.labels:
+        yield f"label:{key.lower()}"
+    account = podview.string(spec.get("serviceAccountName"))
+    if account:
+        for word in words(account):
+            yield f"account:{word}"
+    runtime = podview.string(spec.get("runtimeClassName"))
+    if runtime:
+        yield f"runtime:{runtime.lower()}"
+    priority = podview.string(spec.get("priorityClassName"))
+    if priority:
+        yield f"priority:{priority.lower()}"
+    yield f"restart:{facts.restart_policy.lower()}"
+    if facts.host_network:
+        yield "host:network"
+    if spec.get("hostPID") is True:
+        yield "host:pid"
+    if facts.privileged_container() is not None:
+        yield "host:privileged"
+    for selector in podview.obj(spec.get("nodeSelector")):
+        yield f"node:{selector.lower()}"
+    for toleration in podview.objects(spec.get("tolerations")):
+        tolerated = podview.string(toleration.get("key")) or "*"
+        yield f"toleration:{tolerated.lower()}"
+    for volume in podview.objects(spec.get("volumes")):
+        if "persistentVolumeClaim" in volume:
+            yield "volume:claim"
+        elif "csi" in volume:
+            yield "volume:csi"
+        host = podview.string(podview.obj(volume.get("hostPath")).get("path"))
+        if host:
+            yield f"hostpath:{_host_prefix(host)}"
+    if facts.template_claim() is not None:
+        yield "volume:claim-template"
+
+
+def _host_prefix(path: str) -> str:
+    clean = path.rstrip("/") or "/"
+    for prefix in HOST_PATHS:
+        if clean == prefix or clean.startswith(prefix + "/"):
+            return prefix
+    return clean
+
+
+@dataclass(frozen=True, slots=True)
+class PodSignals:
+    """Every signal of a pod, once each, with where it was first read; and the sidecars."""
+
+    signals: tuple[Signal, ...]
+    sidecars: tuple[str, ...]
+
+    def texts(self) -> Iterable[str]:
+        return (signal.text for signal in self.signals)
+
+
+def read_signals(facts: PodFacts) -> PodSignals:
+    """The pod's signals, reading each part of the pod once."""
+    seen: dict[str, str] = {}
+
+    def add(texts: Iterable[str], where: str) -> None:
+        for text in texts:
+            seen.setdefault(text, where)
+
+    containers = list(podview.containers(facts.pod))
+    repositories = [image_repository(podview.string(c.get("image")) or "") for c in containers]
+    sidecar_flags = [_is_sidecar(c, r) for c, r in zip(containers, repositories, strict=True)]
+    all_sidecars = all(sidecar_flags)
+    sidecars: list[str] = []
+    for container, repository, is_sidecar in zip(
+        containers, repositories, sidecar_flags, strict=True
+    ):
+        name = podview.string(container.get("name")) or "?"
+        if is_sidecar and not all_sidecars:
+            sidecars.append(name)
+            continue
+        add(_container_signals(container, repository), f"container {name}")
+    add(_pod_signals(facts), "pod")
+    return PodSignals(tuple(Signal(text, where) for text, where in seen.items()), tuple(sidecars))
+
+
+# Every kind of signal, for checking the weights a config writes.
+SIGNAL_KINDS = (
+    "image",
+    "name",
+    "port",
+    "port-name",
+    "env",
+    "probe",
+    "flag",
+    "command",
+    "resource",
+    "owner",
+    "namespace",
+    "label",
+    "account",
+    "runtime",
+    "priority",
+    "restart",
+    "host",
+    "node",
+    "toleration",
+    "volume",
+    "hostpath",
+)
