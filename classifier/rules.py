@@ -122,13 +122,17 @@ def classify(
                 weighing.profile,
                 "evidence",
                 None,
-                described,
+                f"evidence: {described}",
                 problem,
                 tuple(skipped),
                 facts.known_requests,
                 weighing,
             )
-        reason = f"no rule matched; {described}, below it"
+        reason = (
+            f"no rule matched; evidence below the threshold {weighing.threshold}: {described}"
+            if described
+            else "no rule matched; no evidence"
+        )
     return Classification(
         default_profile,
         "default",

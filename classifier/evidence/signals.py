@@ -89,6 +89,22 @@ SIDECAR_WORDS = frozenset(
         "sidecar",
     }
 )
+# Image names that say nothing of their own (mssql/server, database/enterprise): the part
+# before them names the software.
+GENERIC_IMAGE_NAMES = frozenset(
+    {
+        "server",
+        "enterprise",
+        "free",
+        "express",
+        "community",
+        "standard",
+        "app",
+        "image",
+        "main",
+        "controller",
+    }
+)
 _EXTENDED_SKIP = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
 
@@ -125,14 +141,26 @@ def _dashed_pairs(text: str) -> Iterator[str]:
 
 def _container_signals(container: Mapping[str, Any], image_repository: str) -> Iterator[str]:
     """What one container says of itself: image words, name words, ports, env, probes, flags."""
-    repository = image_repository
-    for part in repository.split("/"):
-        if part and part != "library":
+    # The image's own name (the last part of its repository, or the last two when the last is
+    # generic): an organisation or a registry path (istio/..., zalando/..., a project id)
+    # names who publishes it, not what it runs.
+    parts = image_repository.split("/")
+    own = parts[-1:] if parts[-1] not in GENERIC_IMAGE_NAMES else parts[-2:]
+    for part in own:
+        if part != "library":
             for word in words(part):
                 yield f"image:{word}"
+    # The last word of a compound name is its role: postgres-operator-ui is a UI,
+    # percona-server-mongodb-operator an operator, mysqld-exporter an exporter.
+    last = [w for w in _WORD_SPLIT.split(parts[-1]) if w and not w.isdigit()]
+    if len(last) > 1:
+        yield f"image-role:{last[-1]}"
     for word in words(podview.string(container.get("name")) or ""):
         yield f"name:{word}"
-    for port in podview.objects(container.get("ports")):
+    ports = list(podview.objects(container.get("ports")))
+    if ports:
+        yield "port:any"
+    for port in ports:
         number = port.get("containerPort")
         if isinstance(number, int):
             yield f"port:{number}"
@@ -156,14 +184,13 @@ def _container_signals(container: Mapping[str, Any], image_repository: str) -> I
         items = container.get(group)
         if not isinstance(items, list):
             continue
-        for index, item in enumerate(items):
-            if not isinstance(item, str):
-                continue
+        texts = [item for item in items if isinstance(item, str)]
+        for item in texts:
             if item.startswith("--"):
                 yield f"flag:{item.split('=', 1)[0].lower()}"
-            elif index == 0 and item and not item.startswith("-"):
-                first = item.split()[0] if item.split() else item
-                yield f"command:{first.rsplit('/', 1)[-1].lower()}"
+        program = _program(texts)
+        if program:
+            yield f"command:{program}"
     resources = podview.obj(container.get("resources"))
     for part in ("requests", "limits"):
         for resource, amount in podview.obj(resources.get(part)).items():
@@ -171,6 +198,26 @@ def _container_signals(container: Mapping[str, Any], image_repository: str) -> I
                 continue
             if str(amount).strip() not in ("0", "", "0.0"):
                 yield f"resource:{resource.lower()}"
+
+
+_SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
+
+
+def _program(items: list[str]) -> str:
+    """The program a command (or args) runs: its base name, or for ``sh -c SCRIPT`` the first
+    word of the script (after ``exec``)."""
+    if not items or items[0].startswith("-"):
+        return ""
+    words_ = items[0].split()
+    program = words_[0].rsplit("/", 1)[-1].lower() if words_ else ""
+    if program in _SHELLS and "-c" in items:
+        script = items[items.index("-c") + 1 :]
+        first = script[0].split() if script else []
+        while first and first[0] in ("exec", "set", "-e", "-x", "-ex"):
+            first = first[1:]
+        if first:
+            program = first[0].rsplit("/", 1)[-1].lower().rstrip(";")
+    return program
 
 
 def _app_names(facts: PodFacts) -> Iterator[str]:
@@ -277,6 +324,7 @@ def read_signals(facts: PodFacts) -> PodSignals:
 # Every kind of signal, for checking the weights a config writes.
 SIGNAL_KINDS = (
     "image",
+    "image-role",
     "name",
     "port",
     "port-name",

@@ -43,11 +43,12 @@ class Weighing:
         return sorted(self.scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def describe(self, *, explain: bool = False, limit: int = 4) -> str:
-        """The evidence in words: the winner's heaviest signals with their weights; with
-        ``explain``, every profile's, and the sidecars set aside."""
+        """The evidence in words, each signal with its weight: the leading profile's heaviest
+        signals and the runner-up's total; with ``explain``, every profile's signals, where
+        each was read, and the sidecars set aside. Empty when nothing weighed anything."""
         ranking = [(p, s) for p, s in self.ranking() if s > 0]
         if not ranking:
-            return f"no evidence (threshold {self.threshold})"
+            return ""
         shown = ranking if explain else ranking[:1]
         parts = []
         for profile, score in shown:
@@ -65,9 +66,8 @@ class Weighing:
         if not explain and len(ranking) > 1:
             runner, score = ranking[1]
             parts.append(f"next {runner} {score}")
-        head = f"evidence, threshold {self.threshold}: "
         tail = f"; sidecars set aside: {', '.join(self.sidecars)}" if self.sidecars else ""
-        return head + "; ".join(parts) + tail
+        return "; ".join(parts) + tail
 
 
 @dataclass(frozen=True, slots=True)
