@@ -153,8 +153,9 @@ SERVICE_NAMES = """
     ratings reviews predictor inference model serving triton vllm transformer explainer
 """
 # Parts of a name that say a pod works with a store or a broker without being one.
-NOT_THE_STORE = (("operator", -12), ("controller", -6), ("exporter", -6), ("client", -6), ("cli", -4), ("ui", -4),
-                 ("admin", -3), ("dashboard", -4), ("backup", -3))  # fmt: skip
+NOT_THE_STORE = (("operator", -12), ("controller", -6), ("exporter", -6), ("client", -6),
+                 ("cli", -4), ("ui", -4), ("admin", -3), ("dashboard", -4),
+                 ("backup", -3))  # fmt: skip
 # Programs that only wait: the pod serves nothing of its own.
 WAITING = "sleep tail pause"
 # Names of pods that do work without serving it.
