@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from classifier import podview
@@ -108,14 +109,6 @@ GENERIC_IMAGE_NAMES = frozenset(
 _EXTENDED_SKIP = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
 
-@dataclass(frozen=True, slots=True)
-class Signal:
-    """One signal and where it was read (a container's name, ``pod``)."""
-
-    text: str
-    where: str
-
-
 def words(text: str) -> Iterator[str]:
     """The text itself, lower-cased, and each part between ``-_./:``."""
     low = text.lower()
@@ -125,8 +118,9 @@ def words(text: str) -> Iterator[str]:
         yield from parts
 
 
-def _is_sidecar(container: Mapping[str, Any], repository: str) -> bool:
-    name = (podview.string(container.get("name")) or "").lower()
+@lru_cache(maxsize=4096)
+def _is_sidecar(name: str, repository: str) -> bool:
+    name = name.lower()
     last = repository.rsplit("/", 1)[-1]
     found = {name, last, *_WORD_SPLIT.split(name), *_WORD_SPLIT.split(last)}
     found |= {w for w in (name, last) for w in _dashed_pairs(w)}
@@ -139,24 +133,46 @@ def _dashed_pairs(text: str) -> Iterator[str]:
         yield f"{parts[i]}-{parts[i + 1]}"
 
 
-def _container_signals(container: Mapping[str, Any], image_repository: str) -> Iterator[str]:
-    """What one container says of itself: image words, name words, ports, env, probes, flags."""
+@lru_cache(maxsize=4096)
+def image_signals(repository: str) -> tuple[str, ...]:
+    """The signals of an image repository path: its own name's words and its role."""
+    found: list[str] = []
     # The image's own name (the last part of its repository, or the last two when the last is
     # generic): an organisation or a registry path (istio/..., zalando/..., a project id)
     # names who publishes it, not what it runs.
-    parts = image_repository.split("/")
+    parts = repository.split("/")
     own = parts[-1:] if parts[-1] not in GENERIC_IMAGE_NAMES else parts[-2:]
     for part in own:
         if part != "library":
-            for word in words(part):
-                yield f"image:{word}"
+            found.extend(f"image:{word}" for word in words(part))
     # The last word of a compound name is its role: postgres-operator-ui is a UI,
     # percona-server-mongodb-operator an operator, mysqld-exporter an exporter.
     last = [w for w in _WORD_SPLIT.split(parts[-1]) if w and not w.isdigit()]
     if len(last) > 1:
-        yield f"image-role:{last[-1]}"
-    for word in words(podview.string(container.get("name")) or ""):
-        yield f"name:{word}"
+        found.append(f"image-role:{last[-1]}")
+    return tuple(found)
+
+
+@lru_cache(maxsize=8192)
+def name_signals(name: str) -> tuple[str, ...]:
+    return tuple(f"name:{word}" for word in words(name))
+
+
+@lru_cache(maxsize=8192)
+def env_signals(name: str) -> tuple[str, str]:
+    upper = name.upper()
+    return f"env:{upper.split('_', 1)[0]}", f"env:{upper}"
+
+
+@lru_cache(maxsize=4096)
+def _image_repository(image: str) -> str:
+    return image_repository(image)
+
+
+def _container_signals(container: Mapping[str, Any], repository: str) -> Iterator[str]:
+    """What one container says of itself: image words, name words, ports, env, probes, flags."""
+    yield from image_signals(repository)
+    yield from name_signals(podview.string(container.get("name")) or "")
     ports = list(podview.objects(container.get("ports")))
     if ports:
         yield "port:any"
@@ -170,8 +186,7 @@ def _container_signals(container: Mapping[str, Any], image_repository: str) -> I
     for env in podview.objects(container.get("env")):
         env_name = podview.string(env.get("name"))
         if env_name:
-            yield f"env:{env_name.split('_', 1)[0].upper()}"
-            yield f"env:{env_name.upper()}"
+            yield from env_signals(env_name)
     for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
         probe = podview.obj(container.get(probe_name))
         http = podview.obj(probe.get("httpGet"))
@@ -225,12 +240,12 @@ def _app_names(facts: PodFacts) -> Iterator[str]:
     for key in NAME_LABELS:
         value = labels.get(key)
         if value:
-            yield from words(value)
+            yield from name_signals(value)
     for owner in facts.owners:
-        yield from words(owner.name)
+        yield from name_signals(owner.name)
     pod_name = podview.name(facts.pod)
     if pod_name and not facts.owners:
-        yield from words(_GENERATED_SUFFIX.sub("", pod_name))
+        yield from name_signals(_GENERATED_SUFFIX.sub("", pod_name))
 
 
 def _pod_signals(facts: PodFacts) -> Iterator[str]:
@@ -239,8 +254,7 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
     for owner in facts.owners:
         yield f"owner:{owner.kind}"
     yield f"namespace:{facts.namespace.lower()}"
-    for word in _app_names(facts):
-        yield f"name:{word}"
+    yield from _app_names(facts)
     for key in facts.labels:
         yield f"label:{key.lower()}"
     account = podview.string(spec.get("serviceAccountName"))
@@ -258,8 +272,6 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
         yield "host:network"
     if spec.get("hostPID") is True:
         yield "host:pid"
-    if facts.privileged_container() is not None:
-        yield "host:privileged"
     for selector in podview.obj(spec.get("nodeSelector")):
         yield f"node:{selector.lower()}"
     for toleration in podview.objects(spec.get("tolerations")):
@@ -289,36 +301,47 @@ def _host_prefix(path: str) -> str:
 class PodSignals:
     """Every signal of a pod, once each, with where it was first read; and the sidecars."""
 
-    signals: tuple[Signal, ...]
+    signals: Mapping[str, str]  # signal -> "container NAME" or "pod"
     sidecars: tuple[str, ...]
 
     def texts(self) -> Iterable[str]:
-        return (signal.text for signal in self.signals)
+        return self.signals.keys()
+
+
+def _privileged(container: Mapping[str, Any]) -> bool:
+    return podview.obj(container.get("securityContext")).get("privileged") is True
 
 
 def read_signals(facts: PodFacts) -> PodSignals:
     """The pod's signals, reading each part of the pod once."""
     seen: dict[str, str] = {}
-
-    def add(texts: Iterable[str], where: str) -> None:
-        for text in texts:
-            seen.setdefault(text, where)
-
     containers = list(podview.containers(facts.pod))
-    repositories = [image_repository(podview.string(c.get("image")) or "") for c in containers]
-    sidecar_flags = [_is_sidecar(c, r) for c, r in zip(containers, repositories, strict=True)]
+    names = [podview.string(c.get("name")) or "" for c in containers]
+    repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
+    sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
     all_sidecars = all(sidecar_flags)
     sidecars: list[str] = []
-    for container, repository, is_sidecar in zip(
-        containers, repositories, sidecar_flags, strict=True
+    for container, name, repository, is_sidecar in zip(
+        containers, names, repositories, sidecar_flags, strict=True
     ):
-        name = podview.string(container.get("name")) or "?"
+        if _privileged(container):
+            seen.setdefault("host:privileged", f"container {name or '?'}")
         if is_sidecar and not all_sidecars:
-            sidecars.append(name)
+            sidecars.append(name or "?")
             continue
-        add(_container_signals(container, repository), f"container {name}")
-    add(_pod_signals(facts), "pod")
-    return PodSignals(tuple(Signal(text, where) for text, where in seen.items()), tuple(sidecars))
+        where = f"container {name or '?'}"
+        for text in _container_signals(container, repository):
+            if text not in seen:
+                seen[text] = where
+    spec = podview.spec(facts.pod)
+    for group in ("initContainers", "ephemeralContainers"):
+        for container in podview.objects(spec.get(group)):
+            if _privileged(container):
+                seen.setdefault("host:privileged", f"container {container.get('name') or '?'}")
+    for text in _pod_signals(facts):
+        if text not in seen:
+            seen[text] = "pod"
+    return PodSignals(seen, tuple(sidecars))
 
 
 # Every kind of signal, for checking the weights a config writes.

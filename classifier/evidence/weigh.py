@@ -11,7 +11,7 @@ default profile.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from classifier.config import ClassifierConfig, ClassifierProblem
 from classifier.evidence.signals import SIGNAL_KINDS, read_signals
@@ -77,6 +77,10 @@ class Evidence:
     table: Mapping[str, tuple[tuple[str, int], ...]]
     threshold: int
     order: tuple[str, ...]
+    rank: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rank", {name: i for i, name in enumerate(self.order)})
 
     def weigh(self, facts: PodFacts, *, allowed: frozenset[str] | None = None) -> Weighing:
         found = read_signals(facts)
@@ -84,17 +88,17 @@ class Evidence:
         heaviest: dict[str, int] = {}
         items: list[Item] = []
         table = self.table
-        for signal in found.signals:
-            entries = table.get(signal.text)
+        for text, where in found.signals.items():
+            entries = table.get(text)
             if entries is None:
                 continue
             for profile, weight in entries:
                 if allowed is not None and profile not in allowed:
                     continue
-                items.append(Item(profile, signal.text, weight, signal.where))
+                items.append(Item(profile, text, weight, where))
                 scores[profile] = scores.get(profile, 0) + weight
                 heaviest[profile] = max(heaviest.get(profile, 0), weight)
-        rank = {name: i for i, name in enumerate(self.order)}
+        rank = self.rank
         best = min(
             scores,
             key=lambda p: (-scores[p], -heaviest[p], rank.get(p, len(rank))),
