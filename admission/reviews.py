@@ -129,9 +129,10 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     ``overhead``, ``resources``, ``priorityClassName``, ``priority`` and ``schedulingGates``;
     ``"mutation"``, what classifying, planning, defaulting, booking and queueing read or
     write: the validation view plus ``ephemeralContainers``, the containers' ``image``,
-    ``ports`` and ``securityContext``, and the spec's ``preemptionPolicy``, ``schedulerName``,
-    ``nodeSelector``, ``tolerations``, ``affinity``, ``topologySpreadConstraints``,
-    ``restartPolicy``, ``hostNetwork``, ``volumes`` and ``nodeName``. A body the fast decoder
+    ``ports``, ``securityContext``, ``command``, ``args``, ``env`` and probes, and the spec's
+    ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``, ``affinity``,
+    ``topologySpreadConstraints``, ``restartPolicy``, ``hostNetwork``, ``hostPID``,
+    ``serviceAccountName``, ``runtimeClassName``, ``volumes`` and ``nodeName``. A body the fast decoder
     does not take comes with its objects whole, and so does an in-place resize
     (``pods/resize``), judged on what the pod holds, which its status tells.
     """
@@ -375,6 +376,13 @@ class _WirePlannedContainer(_WireContainer):
     image: Any = msgspec.UNSET
     ports: Any = msgspec.UNSET
     security_context: Any = msgspec.UNSET
+    # Weighed evidence reads what a container runs and how it is probed.
+    command: Any = msgspec.UNSET
+    args: Any = msgspec.UNSET
+    env: Any = msgspec.UNSET
+    liveness_probe: Any = msgspec.UNSET
+    readiness_probe: Any = msgspec.UNSET
+    startup_probe: Any = msgspec.UNSET
 
 
 class _WirePlannedSpec(msgspec.Struct, rename="camel"):
@@ -397,7 +405,10 @@ class _WirePlannedSpec(msgspec.Struct, rename="camel"):
     host_network: Any = msgspec.UNSET
     scheduling_gates: Any = msgspec.UNSET
     node_name: Any = msgspec.UNSET
-    volumes: Any = msgspec.UNSET  # rules read persistent volume claims
+    volumes: Any = msgspec.UNSET  # rules read persistent volume claims, evidence host paths
+    host_pid: Any = msgspec.field(default=msgspec.UNSET, name="hostPID")
+    service_account_name: Any = msgspec.UNSET
+    runtime_class_name: Any = msgspec.UNSET
 
 
 class _WirePlannedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
