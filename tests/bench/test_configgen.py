@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from bench.workload import SourcePod
 from tenants.config import TenantgateConfig
 from tenants.configfile import load_text
 
-SHIPPED_RULES = [
+SHIPPED_RULES: list[dict[str, Any]] = [
     {"name": "shipped-batch", "profile": "batch", "match": {"ownerKind": "Job"}},
     {"name": "shipped-api", "profile": "api", "match": {"port": "*"}},
 ]
