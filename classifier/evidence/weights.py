@@ -291,6 +291,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("env", "QUARKUS ASPNETCORE DOTNET RAILS", 1),
         "label:serving.knative.dev/service": 8,
         "label:serving.kserve.io/inferenceservice": 4,
+        **_each("owner", "InferenceService ServingRuntime InferenceGraph", 4),
         **_each("command", "vllm text-generation-launcher tritonserver tensorflow_model_server", 1),
         **_each("command", "torchserve gunicorn uvicorn java node python dotnet npm", 1),
         **_each("name", WORKERS, -6),

@@ -180,7 +180,8 @@ def test_held_out_agreement_reaches_the_goal() -> None:
 
 def test_the_held_out_fifth_was_chosen_at_random() -> None:
     data = yaml.safe_load((FIXTURES / "holdout.yaml").read_text())
-    files = sorted(path.name for path in fixture_files())
+    later = set(data["added_after"])
+    files = sorted(path.name for path in fixture_files() if path.name not in later)
     chosen = random.Random(data["seed"]).sample(files, k=round(len(files) / 5))
     assert sorted(chosen) == sorted(data["files"])
 
@@ -262,8 +263,11 @@ def test_the_invalid_source_is_the_only_exception() -> None:
         pod = pod_from_template(template(name, key), namespace="default")
         if schema_errors(json.loads(json.dumps(pod))):
             invalid.append(key)
-    # spark-operator's example puts container securityContext fields at pod level.
+    # spark-operator's example puts container securityContext fields at pod level; the
+    # KFServing InferenceService leaves its container unnamed (its controller names it), and a
+    # pod spec read inline from a custom resource with no handler keeps it as written.
     assert invalid == [
+        "InferenceService/custom-simple@spec.predictor",
         "SparkApplication/spark-pi-pod-template@spec.driver",
         "SparkApplication/spark-pi-pod-template@spec.executor",
     ]
