@@ -179,10 +179,10 @@ def _container_signals(container: Mapping[str, Any], repository: str) -> Iterato
     for port in ports:
         number = port.get("containerPort")
         if isinstance(number, int):
-            yield f"port:{number}"
+            yield _text("port", number)
         port_name = podview.string(port.get("name"))
         if port_name:
-            yield f"port-name:{port_name.lower()}"
+            yield _text("port-name", port_name)
     for env in podview.objects(container.get("env")):
         env_name = podview.string(env.get("name"))
         if env_name:
@@ -192,7 +192,7 @@ def _container_signals(container: Mapping[str, Any], repository: str) -> Iterato
         http = podview.obj(probe.get("httpGet"))
         path = podview.string(http.get("path"))
         if path is not None:
-            yield f"probe:{path.split('?', 1)[0].lower() or '/'}"
+            yield _text("probe", path.split("?", 1)[0] or "/")
         elif "grpc" in probe:
             yield "probe:grpc"
     for group in ("command", "args"):
@@ -202,7 +202,7 @@ def _container_signals(container: Mapping[str, Any], repository: str) -> Iterato
         texts = [item for item in items if isinstance(item, str)]
         for item in texts:
             if item.startswith("--"):
-                yield f"flag:{item.split('=', 1)[0].lower()}"
+                yield _text("flag", item.split("=", 1)[0])
         program = _program(texts)
         if program:
             yield f"command:{program}"
@@ -212,7 +212,7 @@ def _container_signals(container: Mapping[str, Any], repository: str) -> Iterato
             if resource in _EXTENDED_SKIP or resource.startswith("hugepages-"):
                 continue
             if str(amount).strip() not in ("0", "", "0.0"):
-                yield f"resource:{resource.lower()}"
+                yield _text("resource", resource)
 
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
@@ -252,11 +252,11 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
     """What the pod says as a whole: owners, namespace, names, volumes, scheduling."""
     spec = podview.spec(facts.pod)
     for owner in facts.owners:
-        yield f"owner:{owner.kind}"
-    yield f"namespace:{facts.namespace.lower()}"
+        yield _owner_text(owner.kind)
+    yield _text("namespace", facts.namespace)
     yield from _app_names(facts)
     for key in facts.labels:
-        yield f"label:{key.lower()}"
+        yield _text("label", key)
     account = podview.string(spec.get("serviceAccountName"))
     if account:
         for word in words(account):
@@ -267,7 +267,7 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
     priority = podview.string(spec.get("priorityClassName"))
     if priority:
         yield f"priority:{priority.lower()}"
-    yield f"restart:{facts.restart_policy.lower()}"
+    yield _text("restart", facts.restart_policy)
     if facts.host_network:
         yield "host:network"
     if spec.get("hostPID") is True:
@@ -284,9 +284,25 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
             yield "volume:csi"
         host = podview.string(podview.obj(volume.get("hostPath")).get("path"))
         if host:
-            yield f"hostpath:{_host_prefix(host)}"
+            yield _host_text(host)
     if facts.template_claim() is not None:
         yield "volume:claim-template"
+
+
+@lru_cache(maxsize=8192)
+def _text(kind: str, value: object) -> str:
+    """``kind:value``, lower-cased (cached: pods repeat the same values)."""
+    return f"{kind}:{str(value).lower()}"
+
+
+@lru_cache(maxsize=1024)
+def _owner_text(kind: str) -> str:
+    return f"owner:{kind}"
+
+
+@lru_cache(maxsize=4096)
+def _host_text(path: str) -> str:
+    return f"hostpath:{_host_prefix(path)}"
 
 
 def _host_prefix(path: str) -> str:
