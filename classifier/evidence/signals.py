@@ -23,8 +23,6 @@ from classifier.facts import PodFacts, image_repository
 
 # The parts of names and image paths: "front-end", "catalogue_db", "kafka.connect".
 _WORD_SPLIT = re.compile(r"[-_./:]+")
-# Trailing replica-set hash and ordinals of a generated pod name.
-_GENERATED_SUFFIX = re.compile(r"(-[a-z0-9]{5,10})?(-[a-z0-9]{5})?-?$")
 # Labels whose value names the application or its role.
 NAME_LABELS = (
     "app",
@@ -241,11 +239,18 @@ def _app_names(facts: PodFacts) -> Iterator[str]:
         value = labels.get(key)
         if value:
             yield from name_signals(value)
-    for owner in facts.owners:
-        yield from name_signals(owner.name)
-    pod_name = podview.name(facts.pod)
-    if pod_name and not facts.owners:
-        yield from name_signals(_GENERATED_SUFFIX.sub("", pod_name))
+    owners = facts.owners
+    # The workload's own name: a Deployment's rather than its ReplicaSet's (which adds a hash),
+    # a CronJob's rather than its Job's (which adds a time).
+    implied = [owner for owner in owners if owner.via]
+    for owner in implied or owners:
+        if owner.name:
+            yield from name_signals(owner.name)
+    if not owners:
+        meta = podview.metadata(facts.pod)
+        pod_name = podview.string(meta.get("name")) or podview.string(meta.get("generateName"))
+        if pod_name:
+            yield from name_signals(pod_name.rstrip("-"))
 
 
 def _pod_signals(facts: PodFacts) -> Iterator[str]:
