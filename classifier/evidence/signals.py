@@ -156,10 +156,18 @@ def name_signals(name: str) -> tuple[str, ...]:
     return tuple(f"name:{word}" for word in words(name))
 
 
-@lru_cache(maxsize=8192)
-def env_signals(name: str) -> tuple[str, str]:
-    upper = name.upper()
-    return f"env:{upper.split('_', 1)[0]}", f"env:{upper}"
+@lru_cache(maxsize=4096)
+def env_list_signals(names: tuple[Any, ...]) -> tuple[str, ...]:
+    """The signals of a container's environment variable names, once each: every name and
+    its first ``_``-separated part (the containers of one workload share them: cached)."""
+    found: dict[str, None] = {}
+    for name in names:
+        if not isinstance(name, str) or not name:
+            continue
+        upper = name.upper()
+        found[f"env:{upper.split('_', 1)[0]}"] = None
+        found[f"env:{upper}"] = None
+    return tuple(found)
 
 
 @lru_cache(maxsize=4096)
@@ -167,7 +175,9 @@ def _image_repository(image: str) -> str:
     return image_repository(image)
 
 
-def _container_signals(container: Mapping[str, Any], repository: str) -> Iterator[str]:
+def _container_signals(
+    container: Mapping[str, Any], repository: str, known: frozenset[str] | None
+) -> Iterator[str]:
     """What one container says of itself: image words, name words, ports, env, probes, flags."""
     yield from image_signals(repository)
     yield from name_signals(podview.string(container.get("name")) or "")
@@ -181,10 +191,11 @@ def _container_signals(container: Mapping[str, Any], repository: str) -> Iterato
         port_name = podview.string(port.get("name"))
         if port_name:
             yield _text("port-name", port_name)
-    for env in podview.objects(container.get("env")):
-        env_name = podview.string(env.get("name"))
-        if env_name:
-            yield from env_signals(env_name)
+    env = container.get("env")
+    if isinstance(env, list) and env:
+        found = env_list_signals(tuple([item.get("name") for item in env if type(item) is dict]))
+        # A pod may carry dozens of variables: only those some weight names are kept.
+        yield from found if known is None else known.intersection(found)
     for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
         probe = podview.obj(container.get(probe_name))
         http = podview.obj(probe.get("httpGet"))
@@ -333,8 +344,8 @@ def _privileged(container: Mapping[str, Any]) -> bool:
     return podview.obj(container.get("securityContext")).get("privileged") is True
 
 
-def read_signals(facts: PodFacts) -> PodSignals:
-    """The pod's signals, reading each part of the pod once."""
+def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> PodSignals:
+    """The pod's signals, reading each part of the pod once; with ``known``, only those."""
     seen: dict[str, str] = {}
     containers = list(podview.containers(facts.pod))
     names = [podview.string(c.get("name")) or "" for c in containers]
@@ -351,8 +362,8 @@ def read_signals(facts: PodFacts) -> PodSignals:
             sidecars.append(name or "?")
             continue
         where = f"container {name or '?'}"
-        for text in _container_signals(container, repository):
-            if text not in seen:
+        for text in _container_signals(container, repository, known):
+            if text not in seen and (known is None or text in known):
                 seen[text] = where
     spec = podview.spec(facts.pod)
     for group in ("initContainers", "ephemeralContainers"):
@@ -360,7 +371,7 @@ def read_signals(facts: PodFacts) -> PodSignals:
             if _privileged(container):
                 seen.setdefault("host:privileged", f"container {container.get('name') or '?'}")
     for text in _pod_signals(facts):
-        if text not in seen:
+        if text not in seen and (known is None or text in known):
             seen[text] = "pod"
     return PodSignals(seen, tuple(sidecars))
 

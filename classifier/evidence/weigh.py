@@ -78,12 +78,14 @@ class Evidence:
     threshold: int
     order: tuple[str, ...]
     rank: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    known: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rank", {name: i for i, name in enumerate(self.order)})
+        object.__setattr__(self, "known", frozenset(self.table))
 
     def weigh(self, facts: PodFacts, *, allowed: frozenset[str] | None = None) -> Weighing:
-        found = read_signals(facts)
+        found = read_signals(facts, known=self.known)
         scores: dict[str, int] = {}
         heaviest: dict[str, int] = {}
         items: list[Item] = []
