@@ -129,10 +129,12 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     ``overhead``, ``resources``, ``priorityClassName``, ``priority`` and ``schedulingGates``;
     ``"mutation"``, what classifying, planning, defaulting, booking and queueing read or
     write: the validation view plus ``ephemeralContainers``, the containers' ``image``,
-    ``ports`` and ``securityContext``, and the spec's ``preemptionPolicy``, ``schedulerName``,
-    ``nodeSelector``, ``tolerations``, ``affinity``, ``topologySpreadConstraints``,
-    ``restartPolicy``, ``hostNetwork``, ``volumes`` and ``nodeName``. A body the fast decoder
-    does not take comes with its objects whole, and so does an in-place resize
+    ``ports``, ``securityContext``, ``command``, ``args``, probes and the names of their
+    ``env`` variables, and the spec's
+    ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``, ``affinity``,
+    ``topologySpreadConstraints``, ``restartPolicy``, ``hostNetwork``, ``hostPID``,
+    ``serviceAccountName``, ``runtimeClassName``, ``volumes`` and ``nodeName``. A body the fast
+    decoder does not take comes with its objects whole, and so does an in-place resize
     (``pods/resize``), judged on what the pod holds, which its status tells.
     """
     try:
@@ -369,12 +371,25 @@ class _WireValidatedObject(msgspec.Struct, rename="camel", forbid_unknown_fields
     status: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
+class _WireEnvVar(msgspec.Struct):
+    """An environment variable as evidence reads it: its name (values are skipped)."""
+
+    name: Any = msgspec.UNSET
+
+
 class _WirePlannedContainer(_WireContainer):
     """What classifying and planning read or write of a container (the rest is skipped)."""
 
     image: Any = msgspec.UNSET
     ports: Any = msgspec.UNSET
     security_context: Any = msgspec.UNSET
+    # Weighed evidence reads what a container runs and how it is probed.
+    command: Any = msgspec.UNSET
+    args: Any = msgspec.UNSET
+    env: list[_WireEnvVar] | msgspec.UnsetType | None = msgspec.UNSET
+    liveness_probe: Any = msgspec.UNSET
+    readiness_probe: Any = msgspec.UNSET
+    startup_probe: Any = msgspec.UNSET
 
 
 class _WirePlannedSpec(msgspec.Struct, rename="camel"):
@@ -397,7 +412,10 @@ class _WirePlannedSpec(msgspec.Struct, rename="camel"):
     host_network: Any = msgspec.UNSET
     scheduling_gates: Any = msgspec.UNSET
     node_name: Any = msgspec.UNSET
-    volumes: Any = msgspec.UNSET  # rules read persistent volume claims
+    volumes: Any = msgspec.UNSET  # rules read persistent volume claims, evidence host paths
+    host_pid: Any = msgspec.field(default=msgspec.UNSET, name="hostPID")
+    service_account_name: Any = msgspec.UNSET
+    runtime_class_name: Any = msgspec.UNSET
 
 
 class _WirePlannedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -496,6 +514,7 @@ _MEMBERS: Final = {
     _WirePlannedObject: _members_of(_WirePlannedObject, skip="status"),
     _WirePlannedSpec: _members_of(_WirePlannedSpec),
     _WirePlannedContainer: _members_of(_WirePlannedContainer),
+    _WireEnvVar: _members_of(_WireEnvVar),
 }
 
 
@@ -524,7 +543,11 @@ def _wire_object(
         for member in ("containers", "initContainers", "ephemeralContainers"):
             items = spec.get(member)
             if items:
-                spec[member] = [_members(item) for item in items]
+                spec[member] = built_items = [_members(item) for item in items]
+                for container in built_items:
+                    env = container.get("env")
+                    if env:
+                        container["env"] = [_members(variable) for variable in env]
     return built
 
 

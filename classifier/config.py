@@ -534,6 +534,22 @@ class ProfileOverrideSpec(_Model):
 # --------------------------------------------------------------------------- the whole section
 
 
+class EvidenceSpec(_Model):
+    """How pods no rule matches are judged: by weighed evidence (docs/configuration.md).
+
+    ``builtin`` keeps the weights tenantgate ships for its built-in profile names (only for
+    the profiles the config declares); ``weights`` sets, per profile, the weight of a signal
+    (``KIND:VALUE``), replacing a built-in one (0 removes it) or adding one for any profile.
+    The profile with the highest total wins when it reaches ``threshold``.
+    """
+
+    builtin: bool = True
+    threshold: int = Field(default=4, ge=1, le=1000)
+    weights: dict[str, dict[str, Annotated[int, Field(ge=-100, le=100)]]] = Field(
+        default_factory=dict
+    )
+
+
 class ClassifierConfig(_Model):
     """The classifier's part of the config file; ``TenantgateConfig`` extends it."""
 
@@ -542,6 +558,7 @@ class ClassifierConfig(_Model):
     priorityClasses: dict[str, PriorityClassSpec] = Field(default_factory=dict)
     profiles: dict[str, ProfileSpec] = Field(default_factory=dict)
     rules: list[RuleSpec] = Field(default_factory=list)
+    evidence: EvidenceSpec = Field(default_factory=EvidenceSpec)
     defaultProfile: str = "general"
 
     @field_validator("priorityClasses")

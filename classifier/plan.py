@@ -25,6 +25,7 @@ from classifier.config import (
     PriorityClassSpec,
     ProfileOverrideSpec,
 )
+from classifier.evidence import Evidence, compile_evidence
 from classifier.profiles import CompiledProfile, apply_profile, compile_profile
 from classifier.rulelint import find_unreachable_rules
 from classifier.rules import Classification, classify
@@ -54,7 +55,7 @@ class Plan:
 class Classifier:
     """Rules and profiles compiled once; ``classify`` and ``plan`` do no parsing."""
 
-    __slots__ = ("_default", "_names", "_profiles", "_rules", "config")
+    __slots__ = ("_default", "_evidence", "_names", "_profiles", "_rules", "config")
 
     def __init__(
         self,
@@ -62,9 +63,11 @@ class Classifier:
         config: ClassifierConfig,
         rules: tuple[CompiledRule, ...],
         profiles: Mapping[str, CompiledProfile],
+        evidence: Evidence | None = None,
     ) -> None:
         self.config = config
         self._rules = rules
+        self._evidence = evidence
         self._profiles = dict(profiles)
         self._names = frozenset(profiles)
         self._default = config.defaultProfile
@@ -100,6 +103,7 @@ class Classifier:
             default_profile=self._default,
             allowed_profiles=allowed_profiles,
             explain=explain,
+            evidence=self._evidence,
         )
 
     def plan(
@@ -147,7 +151,9 @@ class Classifier:
         profiles.update(_compile_overrides(self.config, overrides, path=path, problems=problems))
         if problems:
             raise ClassifierConfigError(problems)
-        return Classifier(config=self.config, rules=self._rules, profiles=profiles)
+        return Classifier(
+            config=self.config, rules=self._rules, profiles=profiles, evidence=self._evidence
+        )
 
     def lint(self) -> list[ClassifierProblem]:
         """Rules that can never match, and rules that depend on what a profile adds."""
@@ -215,6 +221,7 @@ def compile_classifier(
     """Compile rules and profiles once; raise :class:`ClassifierConfigError` listing problems."""
     problems: list[ClassifierProblem] = []
     rules = compile_rules(cfg, problems)
+    evidence = compile_evidence(cfg, problems)
     if cfg.defaultProfile not in cfg.profiles:
         known = ", ".join(sorted(cfg.profiles)) or "none defined"
         problems.append(
@@ -239,4 +246,4 @@ def compile_classifier(
     if problems:
         raise ClassifierConfigError(problems)
     logger.debug("compiled %d rules and %d profiles", len(rules), len(profiles))
-    return Classifier(config=cfg, rules=rules, profiles=profiles)
+    return Classifier(config=cfg, rules=rules, profiles=profiles, evidence=evidence)

@@ -11,6 +11,21 @@ from typing import Any
 from classifier.types import JSONObject
 
 _EMPTY: Mapping[str, Any] = {}
+# Every field of a PodSpec (core/v1 types.go): what a pod spec written inline in a custom
+# resource, next to fields of its own, is made of.
+POD_SPEC_FIELDS = frozenset(
+    {
+        "activeDeadlineSeconds", "affinity", "automountServiceAccountToken", "containers",
+        "dnsConfig", "dnsPolicy", "enableServiceLinks", "ephemeralContainers", "hostAliases",
+        "hostIPC", "hostNetwork", "hostPID", "hostUsers", "hostname", "imagePullSecrets",
+        "initContainers", "nodeName", "nodeSelector", "os", "overhead", "preemptionPolicy",
+        "priority", "priorityClassName", "readinessGates", "resourceClaims", "resources",
+        "restartPolicy", "runtimeClassName", "schedulerName", "schedulingGates",
+        "securityContext", "serviceAccount", "serviceAccountName", "setHostnameAsFQDN",
+        "shareProcessNamespace", "subdomain", "terminationGracePeriodSeconds", "tolerations",
+        "topologySpreadConstraints", "volumes",
+    }
+)  # fmt: skip
 
 
 def obj(value: Any) -> Mapping[str, Any]:

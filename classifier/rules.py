@@ -1,8 +1,9 @@
-"""Classifying a pod: the first matching rule whose profile is allowed, and why.
+"""Classifying a pod: an allowed opt-in label, else the first matching rule whose profile is
+allowed, else the profile with the most weighed evidence, else the default profile; and why.
 
-The explicit opt-in label wins over rules when its profile is allowed. The reason names what
-made the rule match; asked to explain, it names every signal of the rule that holds, so a
-reader sees all the evidence, not only the first alternative tested.
+A rule is decisive: among rules the first match wins, and a matched rule beats any evidence.
+The reason names what made the rule match, or the evidence with its weights; asked to explain,
+it names every signal of the rule that holds, or every profile's evidence.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from classifier.config import PROFILE_LABEL
+from classifier.evidence import Evidence, Weighing
 from classifier.facts import PodFacts
 from classifier.quantities import Quantity
 from classifier.ruleset import CompiledRule, RuleSet
 
-ClassificationSource = Literal["rule", "opt-in", "default"]
+ClassificationSource = Literal["rule", "opt-in", "evidence", "default"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,8 @@ class Classification:
     skipped: tuple[str, ...] = field(default=())
     # The pod's effective request when a rule computed it, so that it is not computed twice.
     requests: Mapping[str, Quantity] | None = field(default=None, compare=False, repr=False)
+    # The weighed evidence, when no rule matched and evidence was weighed.
+    weighing: Weighing | None = field(default=None, compare=False, repr=False)
 
     @property
     def classified_by(self) -> str:
@@ -52,12 +56,14 @@ def classify(
     default_profile: str,
     allowed_profiles: frozenset[str] | None = None,
     explain: bool = False,
+    evidence: Evidence | None = None,
 ) -> Classification:
-    """First matching rule whose profile is allowed; an allowed opt-in label wins over rules.
+    """An allowed opt-in label; else the first matching rule whose profile is allowed; else
+    the allowed profile with the most evidence when it clears the threshold; else the default.
 
     The default profile is always allowed: it is the fallback when nothing else may apply.
     With ``explain``, the reason names every signal of the matching rule that holds (each
-    alternative of an ``any``), not only the first one found.
+    alternative of an ``any``), not only the first one found, or every profile's evidence.
     """
     facts = PodFacts(pod, namespace=namespace)
 
@@ -105,12 +111,35 @@ def classify(
             tuple(skipped),
             facts.known_requests,
         )
+    weighing = None
+    reason = "no rule matched"
+    if evidence is not None:
+        permitted = None if allowed_profiles is None else allowed_profiles | {default_profile}
+        weighing = evidence.weigh(facts, allowed=permitted)
+        described = weighing.describe(explain=explain)
+        if weighing.profile is not None:
+            return Classification(
+                weighing.profile,
+                "evidence",
+                None,
+                f"evidence: {described}",
+                problem,
+                tuple(skipped),
+                facts.known_requests,
+                weighing,
+            )
+        reason = (
+            f"no rule matched; evidence below the threshold {weighing.threshold}: {described}"
+            if described
+            else "no rule matched; no evidence"
+        )
     return Classification(
         default_profile,
         "default",
         None,
-        "no rule matched",
+        reason,
         problem,
         tuple(skipped),
         facts.known_requests,
+        weighing,
     )

@@ -3,7 +3,9 @@
 A pod template is recognised by shape, wherever it sits: a mapping
 ``{metadata?, spec: {containers: [...]}}`` (a bare Pod is one at the top level). That covers
 Deployments, StatefulSets, Jobs, CronJobs and templates nested in custom resources
-(PyTorchJob, RayJob, ...) without a table of kinds. ``*List`` objects are unpacked, their items
+(PyTorchJob, RayJob, ...) without a table of kinds. A custom resource that nests a
+``containers:`` list outside a template (a field holding pod spec fields inline) yields that
+field's pod spec. ``*List`` objects are unpacked, their items
 addressed as ``items[<i>]``.
 
 Paths are dotted with list indexes in brackets: ``""`` for a bare Pod, ``spec.template``,
@@ -22,7 +24,7 @@ from typing import Any
 
 from classifier import podview
 from classifier.podnames import owner_reference, template_hash, uid
-from classifier.podview import clone
+from classifier.podview import POD_SPEC_FIELDS, clone
 from classifier.types import JSONObject
 from classifier.workloads import HANDLERS
 
@@ -81,6 +83,16 @@ def is_pod_template(value: Any) -> bool:
     )
 
 
+def is_inline_pod_spec(value: Any) -> bool:
+    """A mapping with a ``containers`` list of containers that each name an image."""
+    containers = podview.obj(value).get("containers")
+    return (
+        isinstance(containers, list)
+        and bool(containers)
+        and all(isinstance(c, dict) and isinstance(c.get("image"), str) for c in containers)
+    )
+
+
 def find_pod_templates(document: Any, *, prefix: str = "") -> Iterator[PodTemplate]:
     """Every pod template in one parsed manifest document (a ``*List`` is unpacked)."""
     if not isinstance(document, dict):
@@ -113,6 +125,11 @@ def _walk(value: Any, path: str, *, top: bool = False) -> Iterator[tuple[str, Ma
     if isinstance(value, dict):
         if is_pod_template(value):
             yield path, value
+            return
+        if not top and is_inline_pod_spec(value):
+            # A custom resource's own field holding a pod spec inline, next to fields of its
+            # own (``spec.predictor.containers``): the pod spec is its PodSpec fields.
+            yield path, {"spec": {k: v for k, v in value.items() if k in POD_SPEC_FIELDS}}
             return
         for key, child in value.items():
             if not isinstance(key, str) or (top and key in _SKIPPED_KEYS):

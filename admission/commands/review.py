@@ -142,8 +142,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--explain",
         action="store_true",
-        help="name every signal of the matching rule in WHY (and classify pods of namespaces "
-        "no tenant claims, as the rules would)",
+        help="name in WHY every signal of the matching rule, or every profile's evidence with "
+        "its weights and where it was read (and classify pods of namespaces no tenant claims, "
+        "as the classifier would)",
     )
     parser.add_argument(
         "--expected",
@@ -302,7 +303,7 @@ async def review_template(
         if explain:
             rules = admitter.policy.classifier.classify(pod, namespace=pod_namespace, explain=True)
             row["rulesProfile"] = rules.profile
-            reason += f" (the rules would give {rules.profile}: {rules.reason})"
+            reason += f" (the classifier would give {rules.profile}: {rules.reason})"
         row.update(profile=None, classifiedBy=None, reason=reason)
     else:
         # The tenant's classifier, as /mutate ran it: the verdict does not carry the reason.

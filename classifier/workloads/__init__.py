@@ -3,7 +3,8 @@
 Most workloads hold a pod template that :mod:`classifier.templates` finds by its shape. Some
 describe their pods otherwise (Argo Workflows' ``templates[].container``, a SparkApplication's
 ``driver``/``executor`` fields, Tekton's steps), or their operator adds containers, labels
-and owners the template does not show (Knative's queue-proxy, Argo Rollouts' ReplicaSets).
+and owners the template does not show (Knative's queue-proxy, Argo Rollouts' ReplicaSets),
+or nest containers in fields of their own (a KServe InferenceService's predictor).
 Each handler here takes one manifest and yields ``(path, pod)`` for every distinct pod its
 operator would create, with the labels, owners and containers that operator gives it.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from classifier.workloads import argo, knative, rollouts, spark, tekton
+from classifier.workloads import argo, knative, kserve, rollouts, spark, tekton
 from classifier.workloads.pods import Handler
 
 HANDLERS: Mapping[tuple[str, str], Handler] = {
@@ -27,6 +28,7 @@ HANDLERS: Mapping[tuple[str, str], Handler] = {
     ("sparkoperator.k8s.io", "ScheduledSparkApplication"): spark.scheduled_spark_application_pods,
     ("tekton.dev", "TaskRun"): tekton.task_run_pods,
     ("serving.knative.dev", "Service"): knative.service_pods,
+    ("serving.kserve.io", "InferenceService"): kserve.inference_service_pods,
 }
 
 __all__ = ["HANDLERS", "Handler"]

@@ -312,6 +312,7 @@ def test_admitter_gets_the_request_and_the_clock() -> None:
     planned = (
         "restartPolicy",
         "schedulerName",
+        "serviceAccountName",
         "tolerations",
         "priority",
         "preemptionPolicy",

@@ -269,6 +269,7 @@ def test_mutating_the_view_patches_the_whole_pod_the_same(
     whole = PolicyAdmitter(generated.policy, MemoryLedger())
     view = PolicyAdmitter(generated.policy, MemoryLedger())
     rules = set()
+    profiles = set()
     for index, pair in enumerate(workload.pairs):
         for variant, mutate_body in enumerate(_variants(pair.bodies(pair_ids(2, index))[0])):
             full = decode_review(mutate_body).request
@@ -288,9 +289,10 @@ def test_mutating_the_view_patches_the_whole_pod_the_same(
             from_view = apply_json_patch(full.object, make_json_patch(slim.object, got.patched))
             assert from_view == stored, where
             rules.add(got.patched["metadata"]["annotations"]["tenantgate.io/classified-by"])
+            profiles.add(got.patched["metadata"]["annotations"]["tenantgate.io/profile"])
 
-    # The pods went through many rules, so through many profiles' plans.
-    assert len(rules) >= 6
+    # The pods went through many profiles' plans (by rules, or by weighed evidence).
+    assert len(profiles) >= 6
     if config == "every_condition":
         assert {
             "rule/privileged",

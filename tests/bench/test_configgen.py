@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import pytest
 
 from bench import configgen
@@ -10,23 +13,41 @@ from bench.workload import SourcePod
 from tenants.config import TenantgateConfig
 from tenants.configfile import load_text
 
+SHIPPED_RULES: list[dict[str, Any]] = [
+    {"name": "shipped-batch", "profile": "batch", "match": {"ownerKind": "Job"}},
+    {"name": "shipped-api", "profile": "api", "match": {"port": "*"}},
+]
 
-def test_counts_and_order_of_rules() -> None:
-    shipped = [rule["name"] for rule in configgen.example_config()["rules"]]
 
-    document = generate_config(tenants=3, rules=len(shipped) + 5)
+@pytest.fixture
+def shipped_rules(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The example config with rules of its own (the embedded default ships none)."""
+    example = configgen.example_config()
+
+    def with_rules() -> dict[str, object]:
+        return {**copy.deepcopy(example), "rules": copy.deepcopy(SHIPPED_RULES)}
+
+    monkeypatch.setattr(configgen, "example_config", with_rules)
+    return [rule["name"] for rule in SHIPPED_RULES]
+
+
+def test_counts_and_order_of_rules(shipped_rules: list[str]) -> None:
+    document = generate_config(tenants=3, rules=len(shipped_rules) + 5)
 
     names = [rule["name"] for rule in document["rules"]]
-    assert len(names) == len(shipped) + 5
-    assert names[-len(shipped) :] == shipped  # team rules go first
+    assert len(names) == len(shipped_rules) + 5
+    assert names[-len(shipped_rules) :] == shipped_rules  # team rules go first
     assert all(name.startswith("filler-") for name in names[:5])
     assert list(document["tenants"]) == ["t00000", "t00001", "t00002"]
 
 
-def test_fewer_rules_than_shipped_keeps_the_shipped_ones() -> None:
-    shipped = configgen.example_config()["rules"]
+def test_fewer_rules_than_shipped_keeps_the_shipped_ones(shipped_rules: list[str]) -> None:
+    assert len(generate_config(tenants=1, rules=1)["rules"]) == len(shipped_rules)
 
-    assert len(generate_config(tenants=1, rules=2)["rules"]) == len(shipped)
+
+def test_the_embedded_default_ships_no_rules() -> None:
+    assert configgen.example_config()["rules"] == []
+    assert len(generate_config(tenants=1, rules=7)["rules"]) == 7
 
 
 def test_a_config_needs_a_tenant() -> None:

@@ -2,10 +2,13 @@
 
 For every pod template of every fixture, the pod a controller would create is planned with the
 embedded default config, and:
-* its profile is the one a person expects in ``expected.yaml``, or, for the few pods the rules
-  are known to miss, the one recorded there as what the rules give (so a change either way
-  shows); the agreement with the expected profiles is printed, with a confusion table, and
-  must stay at or above 95%;
+* its profile is the one a person expects in ``expected.yaml``, or, for the pods the default is
+  known to miss, the one recorded there as what it gives, with why (so a change either way
+  shows). The agreement is measured on two parts: the tuning part, and the fifth held out
+  from tuning (``holdout.yaml``, chosen at random once). Each is printed with its confusion
+  table and its misses; the tuning part must stay at or above 95%, the held-out part at or
+  above its measured floor, and the 92% goal for it is recorded as a strict expected failure
+  until it is met;
 * the mutated pod validates against the official Pod schema (kubernetes-validate, strict) -
   or, when the source manifest is itself invalid, the mutation adds no schema error;
 * no toleration appears twice, and every spread constraint and sibling anti-affinity term
@@ -16,6 +19,7 @@ embedded default config, and:
 from __future__ import annotations
 
 import json
+import random
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,15 +41,27 @@ from classifier.types import JSONObject
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "manifests"
 KUBERNETES_VERSION = "1.33.0"
-AGREEMENT_TARGET = 0.95
+TUNING_TARGET = 0.95
+HELD_OUT_GOAL = 0.92
+# The held-out agreement measured when the weights were last tuned (62/69): a floor against
+# regressions, below the goal.
+HELD_OUT_FLOOR = 62 / 69
 
 
 def fixture_files() -> list[Path]:
     return sorted(
         p
         for p in FIXTURES.iterdir()
-        if p.suffix in (".yaml", ".yml", ".json") and p.name != "expected.yaml"
+        if p.suffix in (".yaml", ".yml", ".json")
+        and p.name not in ("expected.yaml", "holdout.yaml")
     )
+
+
+@cache
+def held_out() -> frozenset[str]:
+    """The fixture files kept out of tuning."""
+    data = yaml.safe_load((FIXTURES / "holdout.yaml").read_text())
+    return frozenset(data["files"])
 
 
 @cache
@@ -71,13 +87,33 @@ def classified() -> dict[str, dict[str, str]]:
 
 
 @cache
-def agreement() -> Agreement:
-    return measure(
-        (expected()[name][key], classifier().plan(pod, namespace=namespace).classification.profile)
-        for name, key in all_templates()
-        for pod in [pod_from_template(template(name, key), namespace="default")]
-        for namespace in [str(pod["metadata"]["namespace"])]
-    )
+def outcomes() -> tuple[tuple[str, str, str, str], ...]:
+    """(file, template key, expected profile, classified profile) of every template."""
+    found = []
+    for name, key in all_templates():
+        pod = pod_from_template(template(name, key), namespace="default")
+        got = classifier().classify(pod, namespace=str(pod["metadata"]["namespace"])).profile
+        found.append((name, key, expected()[name][key], got))
+    return tuple(found)
+
+
+def agreement(*, held: bool) -> Agreement:
+    return measure((want, got) for name, _, want, got in outcomes() if (name in held_out()) == held)
+
+
+def report(*, held: bool) -> str:
+    """The agreement of one part, its confusion table, and each miss with why."""
+    found = agreement(held=held)
+    lines = [
+        f"{'held-out' if held else 'tuning'} part, {found.summary()}",
+        found.confusion_table(),
+    ]
+    for name, key, want, got in outcomes():
+        if (name in held_out()) == held and want != got:
+            entry = index()[name][key]
+            why = entry["why"] if isinstance(entry, dict) else "(not recorded)"
+            lines.append(f"  miss {name} {key}: {want} -> {got}: {why}")
+    return "\n".join(lines)
 
 
 @cache
@@ -123,11 +159,31 @@ def schema_errors(pod: JSONObject) -> set[tuple[str, str]]:
     return {(error.json_path, error.message) for error in pod_validator().iter_errors(pod)}
 
 
-def test_agreement_with_expected_profiles(capsys: pytest.CaptureFixture[str]) -> None:
-    found = agreement()
+def test_agreement_on_the_tuning_part(capsys: pytest.CaptureFixture[str]) -> None:
+    text = report(held=False)
     with capsys.disabled():
-        print(f"\n{found.summary()}\n{found.confusion_table()}")
-    assert found.rate >= AGREEMENT_TARGET, found.confusion_table()
+        print(f"\n{text}")
+    assert agreement(held=False).rate >= TUNING_TARGET, text
+
+
+def test_agreement_on_the_held_out_part(capsys: pytest.CaptureFixture[str]) -> None:
+    text = report(held=True)
+    with capsys.disabled():
+        print(f"\n{text}")
+    assert agreement(held=True).rate >= HELD_OUT_FLOOR, text
+
+
+@pytest.mark.xfail(strict=True, reason="held-out agreement is 62/69 (89.9%), below the goal")
+def test_held_out_agreement_reaches_the_goal() -> None:
+    assert agreement(held=True).rate >= HELD_OUT_GOAL
+
+
+def test_the_held_out_fifth_was_chosen_at_random() -> None:
+    data = yaml.safe_load((FIXTURES / "holdout.yaml").read_text())
+    later = set(data["added_after"])
+    files = sorted(path.name for path in fixture_files() if path.name not in later)
+    chosen = random.Random(data["seed"]).sample(files, k=round(len(files) / 5))
+    assert sorted(chosen) == sorted(data["files"])
 
 
 def test_known_misses_are_misses() -> None:
@@ -141,7 +197,13 @@ def test_known_misses_are_misses() -> None:
 
 def test_there_are_enough_real_world_fixtures() -> None:
     files = fixture_files()
-    assert len(files) >= 100
+    assert len(files) >= 250
+    repositories = {
+        line.split("|")[2].strip()
+        for line in (FIXTURES / "SOURCES.md").read_text().splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip() in {p.name for p in files}
+    }
+    assert len(repositories) >= 60
     assert {path.name for path in files} == set(expected()), "every fixture has an entry"
     profiles = {profile for entries in expected().values() for profile in entries.values()}
     assert profiles == set(classifier().profile_names)
@@ -201,8 +263,11 @@ def test_the_invalid_source_is_the_only_exception() -> None:
         pod = pod_from_template(template(name, key), namespace="default")
         if schema_errors(json.loads(json.dumps(pod))):
             invalid.append(key)
-    # spark-operator's example puts container securityContext fields at pod level.
+    # spark-operator's example puts container securityContext fields at pod level; the
+    # KFServing InferenceService leaves its container unnamed (its controller names it), and a
+    # pod spec read inline from a custom resource with no handler keeps it as written.
     assert invalid == [
+        "InferenceService/custom-simple@spec.predictor",
         "SparkApplication/spark-pi-pod-template@spec.driver",
         "SparkApplication/spark-pi-pod-template@spec.executor",
     ]

@@ -146,7 +146,7 @@ def test_plan_applies_the_profile_and_annotates() -> None:
     assert plan.classification.profile == "web-frontend"
     assert plan.mutated["metadata"]["annotations"] == {
         "tenantgate.io/profile": "web-frontend",
-        "tenantgate.io/classified-by": "rule/web-server",
+        "tenantgate.io/classified-by": "evidence",
     }
     assert [c["topologyKey"] for c in plan.mutated["spec"]["topologySpreadConstraints"]] == [
         "kubernetes.io/hostname",
@@ -212,9 +212,20 @@ def test_a_stale_profile_annotation_is_corrected() -> None:
 
 
 def test_skipped_rules_are_in_the_notes() -> None:
+    raw = yaml.safe_load((ROOT / "examples" / "tenantgate.yaml").read_text())
+    fields = ClassifierConfig.model_fields
+    raw = {k: v for k, v in raw.items() if k in fields}
+    raw["rules"] = [
+        {
+            "name": "ml-training",
+            "profile": "ml-training",
+            "match": {"resource": "nvidia.com/gpu > 0"},
+        }
+    ]
+    with_rule = compile_classifier(ClassifierConfig.model_validate(raw))
     pod = plain_pod()
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
-    plan = DEFAULT.plan(pod, namespace="team-a", allowed_profiles=frozenset({"web-frontend"}))
+    plan = with_rule.plan(pod, namespace="team-a", allowed_profiles=frozenset({"web-frontend"}))
     assert plan.classification.profile == "web-frontend"
     assert plan.notes[0] == 'rule "ml-training" matched but profile "ml-training" is not allowed'
 
@@ -223,7 +234,8 @@ def test_opt_in_problem_still_yields_a_plan() -> None:
     pod = plain_pod()
     pod["metadata"]["labels"]["tenantgate.io/profile"] = "system"
     plan = DEFAULT.plan(pod, namespace="team-a", allowed_profiles=frozenset({"api"}))
-    assert plan.classification.profile == "api"
+    # Only api's evidence counts here (a port is a hint, below the threshold): the default.
+    assert plan.classification.profile == "general"
     assert plan.classification.problem is not None
 
 

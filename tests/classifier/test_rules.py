@@ -593,7 +593,7 @@ def test_default_when_nothing_matches() -> None:
         "general",
         "default",
         None,
-        "no rule matched",
+        "no rule matched; no evidence",
     )
     assert result.classified_by == "default"
 

@@ -394,3 +394,64 @@ def test_a_claim_template_replaces_a_pod_volume_of_its_name() -> None:
     ]
     # The manifest itself is left alone.
     assert document["spec"]["template"]["spec"]["volumes"][0] == {"name": "data", "emptyDir": {}}
+
+
+# --------------------------------------------------------------------------- KServe
+
+
+def test_kserve_model_predictor_runs_its_runtime_with_the_model_resources() -> None:
+    (pod,) = pods("kserve-huggingface-llama2.yaml").values()
+    assert containers(pod) == [
+        ("kserve-container", "kserve/huggingfaceserver:latest"),
+        ("queue-proxy", "gcr.io/knative-releases/knative.dev/serving/cmd/queue:latest"),
+    ]
+    main = podview.spec(pod)["containers"][0]
+    assert main["args"] == [
+        "--model_name=llama2",
+        "--model_dir=/mnt/models",
+        "--backend=huggingface",
+    ]
+    assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert podview.spec(pod)["serviceAccountName"] == "hfserviceacc"
+    assert containers(pod, "initContainers") == [
+        ("storage-initializer", "kserve/storage-initializer:latest")
+    ]
+    labels = podview.labels(pod)
+    assert labels["serving.kserve.io/inferenceservice"] == "huggingface-llama2"
+    assert labels["component"] == "predictor"
+    assert labels["serving.knative.dev/service"] == "huggingface-llama2-predictor"
+
+
+def test_kserve_framework_key_and_custom_containers_per_component() -> None:
+    found = pods("kserve-image-transformer.yaml")
+    assert sorted(found) == [
+        "InferenceService/torch-transformer@spec.predictor",
+        "InferenceService/torch-transformer@spec.transformer",
+    ]
+    predictor = found["InferenceService/torch-transformer@spec.predictor"]
+    transformer = found["InferenceService/torch-transformer@spec.transformer"]
+    assert containers(predictor)[0] == ("kserve-container", "pytorch/torchserve-kfs:latest")
+    assert containers(transformer)[0] == ("kserve-container", "kserve/image-transformer:latest")
+    assert podview.labels(transformer)["component"] == "transformer"
+    assert "initContainers" not in podview.spec(transformer)  # no storageUri of its own
+
+
+def test_kserve_explainer_keeps_its_containers() -> None:
+    found = pods("kserve-aif-bias-explainer.yaml")
+    explainer = found["InferenceService/german-credit@spec.explainer"]
+    assert containers(explainer)[0] == ("explainer", "aipipeline/aifserver:latest")
+    assert podview.labels(explainer)["component"] == "explainer"
+
+
+def test_a_custom_resource_nesting_containers_outside_a_template_gives_its_pod() -> None:
+    # KFServing's serving.kubeflow.org InferenceService: no handler, found by shape.
+    (pod,) = pods("kfserving-custom-simple-v1beta1.yaml").values()
+    assert podview.spec(pod) == {
+        "containers": [
+            {
+                "image": "codait/max-object-detector",
+                "ports": [{"containerPort": 5000, "protocol": "TCP"}],
+            }
+        ]
+    }  # minReplicas, the resource's own field, is left out
+    assert owners(pod) == [("InferenceService", "custom-simple", True)]

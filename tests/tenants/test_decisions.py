@@ -206,7 +206,7 @@ def test_guaranteed_pod_gets_class_labels_and_reservation(chain: Chain) -> None:
         1000,
         "PreemptLowerPriority",
     )
-    assert verdict.warnings == ("profile general: no rule matched",)
+    assert verdict.warnings == ("profile general: no rule matched; no evidence",)
     assert verdict.audit_annotations == {
         "tenant": "team-a",
         "tier": "guaranteed",

@@ -1,0 +1,403 @@
+"""The signals evidence is weighed from: one pass over the pod, each as a short text.
+
+A signal is ``kind:value``, lower-case but for environment names (``image:postgres``,
+``port:5432``, ``env:MYSQL``, ``flag:--leader-elect``, ``hostpath:/var/lib/kubelet``,
+``owner:DaemonSet``, ``resource:nvidia.com/gpu``). Weights (:mod:`classifier.evidence.weights`)
+are keyed by these texts, so weighing is a dictionary look-up per signal.
+
+Containers that only assist the main one (a mesh proxy, a VPN client, an exporter, a log
+shipper) are *sidecars*: their container signals are set aside, so they do not change what the
+pod is, unless every container is one (an exporter Deployment is what it exports).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from classifier import podview
+from classifier.facts import PodFacts, image_repository
+
+# The parts of names and image paths: "front-end", "catalogue_db", "kafka.connect".
+_WORD_SPLIT = re.compile(r"[-_./:]+")
+# Labels whose value names the application or its role.
+NAME_LABELS = (
+    "app",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "k8s-app",
+    "name",
+    "component",
+    "tier",
+    "role",
+)
+# Host paths told apart by prefix: the kubelet's directories, devices, kernel interfaces,
+# CNI configuration and node logs.
+HOST_PATHS = (
+    "/var/lib/kubelet",
+    "/dev",
+    "/sys",
+    "/proc",
+    "/lib/modules",
+    "/etc/cni",
+    "/opt/cni",
+    "/var/run",
+    "/run",
+    "/var/log",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/etc/kubernetes",
+)
+# Words of an image path or container name that mark an assisting container.
+SIDECAR_WORDS = frozenset(
+    {
+        "istio-proxy",
+        "proxyv2",
+        "linkerd-proxy",
+        "envoy",
+        "envoyproxy",
+        "tailscale",
+        "openvpn",
+        "wireguard",
+        "gluetun",
+        "vpn",
+        "exporter",
+        "fluent-bit",
+        "fluentbit",
+        "fluentd",
+        "filebeat",
+        "promtail",
+        "vector",
+        "logrotate",
+        "oauth2-proxy",
+        "cloud-sql-proxy",
+        "cloudsql-proxy",
+        "cloudsql-docker",
+        "vault-agent",
+        "jaeger-agent",
+        "config-reloader",
+        "configmap-reload",
+        "kube-rbac-proxy",
+        "queue-proxy",
+        "queue",
+        "git-sync",
+        "sidecar",
+    }
+)
+# Image names that say nothing of their own (mssql/server, database/enterprise): the part
+# before them names the software.
+GENERIC_IMAGE_NAMES = frozenset(
+    {
+        "server",
+        "enterprise",
+        "free",
+        "express",
+        "community",
+        "standard",
+        "app",
+        "image",
+        "main",
+        "controller",
+    }
+)
+_EXTENDED_SKIP = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+
+
+def words(text: str) -> Iterator[str]:
+    """The text itself, lower-cased, and each part between ``-_./:``."""
+    low = text.lower()
+    yield low
+    parts = [p for p in _WORD_SPLIT.split(low) if p]
+    if len(parts) > 1:
+        yield from parts
+
+
+@lru_cache(maxsize=4096)
+def _is_sidecar(name: str, repository: str) -> bool:
+    name = name.lower()
+    last = repository.rsplit("/", 1)[-1]
+    found = {name, last, *_WORD_SPLIT.split(name), *_WORD_SPLIT.split(last)}
+    found |= {w for w in (name, last) for w in _dashed_pairs(w)}
+    return bool(found & SIDECAR_WORDS) or last.endswith("-exporter")
+
+
+def _dashed_pairs(text: str) -> Iterator[str]:
+    parts = text.split("-")
+    for i in range(len(parts) - 1):
+        yield f"{parts[i]}-{parts[i + 1]}"
+
+
+@lru_cache(maxsize=4096)
+def image_signals(repository: str) -> tuple[str, ...]:
+    """The signals of an image repository path: its own name's words and its role."""
+    found: list[str] = []
+    # The image's own name (the last part of its repository, or the last two when the last is
+    # generic): an organisation or a registry path (istio/..., zalando/..., a project id)
+    # names who publishes it, not what it runs.
+    parts = repository.split("/")
+    own = parts[-1:] if parts[-1] not in GENERIC_IMAGE_NAMES else parts[-2:]
+    for part in own:
+        if part != "library":
+            found.extend(f"image:{word}" for word in words(part))
+    # The last word of a compound name is its role: postgres-operator-ui is a UI,
+    # percona-server-mongodb-operator an operator, mysqld-exporter an exporter.
+    last = [w for w in _WORD_SPLIT.split(parts[-1]) if w and not w.isdigit()]
+    if len(last) > 1:
+        found.append(f"image-role:{last[-1]}")
+    return tuple(found)
+
+
+@lru_cache(maxsize=8192)
+def name_signals(name: str) -> tuple[str, ...]:
+    return tuple(f"name:{word}" for word in words(name))
+
+
+@lru_cache(maxsize=4096)
+def env_list_signals(names: tuple[Any, ...]) -> tuple[str, ...]:
+    """The signals of a container's environment variable names, once each: every name and
+    its first ``_``-separated part (the containers of one workload share them: cached)."""
+    found: dict[str, None] = {}
+    for name in names:
+        if not isinstance(name, str) or not name:
+            continue
+        upper = name.upper()
+        found[f"env:{upper.split('_', 1)[0]}"] = None
+        found[f"env:{upper}"] = None
+    return tuple(found)
+
+
+@lru_cache(maxsize=4096)
+def _image_repository(image: str) -> str:
+    return image_repository(image)
+
+
+def _container_signals(
+    container: Mapping[str, Any], repository: str, known: frozenset[str] | None
+) -> Iterator[str]:
+    """What one container says of itself: image words, name words, ports, env, probes, flags."""
+    yield from image_signals(repository)
+    yield from name_signals(podview.string(container.get("name")) or "")
+    ports = list(podview.objects(container.get("ports")))
+    if ports:
+        yield "port:any"
+    for port in ports:
+        number = port.get("containerPort")
+        if isinstance(number, int):
+            yield _text("port", number)
+        port_name = podview.string(port.get("name"))
+        if port_name:
+            yield _text("port-name", port_name)
+    env = container.get("env")
+    if isinstance(env, list) and env:
+        found = env_list_signals(tuple([item.get("name") for item in env if type(item) is dict]))
+        # A pod may carry dozens of variables: only those some weight names are kept.
+        yield from found if known is None else known.intersection(found)
+    for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = podview.obj(container.get(probe_name))
+        http = podview.obj(probe.get("httpGet"))
+        path = podview.string(http.get("path"))
+        if path is not None:
+            yield _text("probe", path.split("?", 1)[0] or "/")
+        elif "grpc" in probe:
+            yield "probe:grpc"
+    for group in ("command", "args"):
+        items = container.get(group)
+        if not isinstance(items, list):
+            continue
+        texts = [item for item in items if isinstance(item, str)]
+        for item in texts:
+            if item.startswith("--"):
+                yield _text("flag", item.split("=", 1)[0])
+        program = _program(texts)
+        if program:
+            yield f"command:{program}"
+    resources = podview.obj(container.get("resources"))
+    for part in ("requests", "limits"):
+        for resource, amount in podview.obj(resources.get(part)).items():
+            if resource in _EXTENDED_SKIP or resource.startswith("hugepages-"):
+                continue
+            if str(amount).strip() not in ("0", "", "0.0"):
+                yield _text("resource", resource)
+
+
+_SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
+
+
+def _program(items: list[str]) -> str:
+    """The program a command (or args) runs: its base name, or for ``sh -c SCRIPT`` the first
+    word of the script (after ``exec``)."""
+    if not items or items[0].startswith("-"):
+        return ""
+    words_ = items[0].split()
+    program = words_[0].rsplit("/", 1)[-1].lower() if words_ else ""
+    if program in _SHELLS and "-c" in items:
+        script = items[items.index("-c") + 1 :]
+        first = script[0].split() if script else []
+        while first and first[0] in ("exec", "set", "-e", "-x", "-ex"):
+            first = first[1:]
+        if first:
+            program = first[0].rsplit("/", 1)[-1].lower().rstrip(";")
+    return program
+
+
+def _app_names(facts: PodFacts) -> Iterator[str]:
+    labels = facts.labels
+    for key in NAME_LABELS:
+        value = labels.get(key)
+        if value:
+            yield from name_signals(value)
+    owners = facts.owners
+    # The workload's own name: a Deployment's rather than its ReplicaSet's (which adds a hash),
+    # a CronJob's rather than its Job's (which adds a time).
+    implied = [owner for owner in owners if owner.via]
+    for owner in implied or owners:
+        if owner.name:
+            yield from name_signals(owner.name)
+    if not owners:
+        meta = podview.metadata(facts.pod)
+        pod_name = podview.string(meta.get("name")) or podview.string(meta.get("generateName"))
+        if pod_name:
+            yield from name_signals(pod_name.rstrip("-"))
+
+
+def _pod_signals(facts: PodFacts) -> Iterator[str]:
+    """What the pod says as a whole: owners, namespace, names, volumes, scheduling."""
+    spec = podview.spec(facts.pod)
+    for owner in facts.owners:
+        yield _owner_text(owner.kind)
+    yield _text("namespace", facts.namespace)
+    yield from _app_names(facts)
+    for key in facts.labels:
+        yield _text("label", key)
+    account = podview.string(spec.get("serviceAccountName"))
+    if account:
+        for word in words(account):
+            yield f"account:{word}"
+    runtime = podview.string(spec.get("runtimeClassName"))
+    if runtime:
+        yield f"runtime:{runtime.lower()}"
+    priority = podview.string(spec.get("priorityClassName"))
+    if priority:
+        yield f"priority:{priority.lower()}"
+    yield _text("restart", facts.restart_policy)
+    if facts.host_network:
+        yield "host:network"
+    if spec.get("hostPID") is True:
+        yield "host:pid"
+    for selector in podview.obj(spec.get("nodeSelector")):
+        yield f"node:{selector.lower()}"
+    for toleration in podview.objects(spec.get("tolerations")):
+        tolerated = podview.string(toleration.get("key")) or "*"
+        yield f"toleration:{tolerated.lower()}"
+    for volume in podview.objects(spec.get("volumes")):
+        if "persistentVolumeClaim" in volume:
+            yield "volume:claim"
+        elif "csi" in volume:
+            yield "volume:csi"
+        host = podview.string(podview.obj(volume.get("hostPath")).get("path"))
+        if host:
+            yield _host_text(host)
+    if facts.template_claim() is not None:
+        yield "volume:claim-template"
+
+
+@lru_cache(maxsize=8192)
+def _text(kind: str, value: object) -> str:
+    """``kind:value``, lower-cased (cached: pods repeat the same values)."""
+    return f"{kind}:{str(value).lower()}"
+
+
+@lru_cache(maxsize=1024)
+def _owner_text(kind: str) -> str:
+    return f"owner:{kind}"
+
+
+@lru_cache(maxsize=4096)
+def _host_text(path: str) -> str:
+    return f"hostpath:{_host_prefix(path)}"
+
+
+def _host_prefix(path: str) -> str:
+    clean = path.rstrip("/") or "/"
+    for prefix in HOST_PATHS:
+        if clean == prefix or clean.startswith(prefix + "/"):
+            return prefix
+    return clean
+
+
+@dataclass(frozen=True, slots=True)
+class PodSignals:
+    """Every signal of a pod, once each, with where it was first read; and the sidecars."""
+
+    signals: Mapping[str, str]  # signal -> "container NAME" or "pod"
+    sidecars: tuple[str, ...]
+
+    def texts(self) -> Iterable[str]:
+        return self.signals.keys()
+
+
+def _privileged(container: Mapping[str, Any]) -> bool:
+    return podview.obj(container.get("securityContext")).get("privileged") is True
+
+
+def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> PodSignals:
+    """The pod's signals, reading each part of the pod once; with ``known``, only those."""
+    seen: dict[str, str] = {}
+    containers = list(podview.containers(facts.pod))
+    names = [podview.string(c.get("name")) or "" for c in containers]
+    repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
+    sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
+    all_sidecars = all(sidecar_flags)
+    sidecars: list[str] = []
+    for container, name, repository, is_sidecar in zip(
+        containers, names, repositories, sidecar_flags, strict=True
+    ):
+        if _privileged(container):
+            seen.setdefault("host:privileged", f"container {name or '?'}")
+        if is_sidecar and not all_sidecars:
+            sidecars.append(name or "?")
+            continue
+        where = f"container {name or '?'}"
+        for text in _container_signals(container, repository, known):
+            if text not in seen and (known is None or text in known):
+                seen[text] = where
+    spec = podview.spec(facts.pod)
+    for group in ("initContainers", "ephemeralContainers"):
+        for container in podview.objects(spec.get(group)):
+            if _privileged(container):
+                seen.setdefault("host:privileged", f"container {container.get('name') or '?'}")
+    for text in _pod_signals(facts):
+        if text not in seen and (known is None or text in known):
+            seen[text] = "pod"
+    return PodSignals(seen, tuple(sidecars))
+
+
+# Every kind of signal, for checking the weights a config writes.
+SIGNAL_KINDS = (
+    "image",
+    "image-role",
+    "name",
+    "port",
+    "port-name",
+    "env",
+    "probe",
+    "flag",
+    "command",
+    "resource",
+    "owner",
+    "namespace",
+    "label",
+    "account",
+    "runtime",
+    "priority",
+    "restart",
+    "host",
+    "node",
+    "toleration",
+    "volume",
+    "hostpath",
+)

@@ -1,0 +1,161 @@
+"""Weighing a pod's evidence: the profile with the most, when it clears the threshold.
+
+Compiled once per config (:func:`compile_evidence`): a table from each signal to the profiles
+it counts for and how much. Weighing reads the pod's signals once (:func:`read_signals`), looks
+each up, and sums per profile. The highest sum wins when it reaches the threshold; a tie goes
+to the profile whose heaviest single signal weighs more, then to the profile declared first
+in ``profiles``. Below the threshold there is no verdict, and the caller falls back to the
+default profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from classifier.config import ClassifierConfig, ClassifierProblem
+from classifier.evidence.signals import SIGNAL_KINDS, read_signals
+from classifier.evidence.weights import BUILTIN_WEIGHTS
+from classifier.facts import PodFacts
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One signal counted for one profile."""
+
+    profile: str
+    signal: str
+    weight: int
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class Weighing:
+    """What the evidence says: the winning profile (or None) and every counted signal."""
+
+    profile: str | None
+    scores: Mapping[str, int]
+    items: tuple[Item, ...]
+    threshold: int
+    sidecars: tuple[str, ...] = ()
+
+    def ranking(self) -> list[tuple[str, int]]:
+        return sorted(self.scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def describe(self, *, explain: bool = False, limit: int = 4) -> str:
+        """The evidence in words, each signal with its weight: the leading profile's heaviest
+        signals and the runner-up's total; with ``explain``, every profile's signals, where
+        each was read, and the sidecars set aside. Empty when nothing weighed anything."""
+        ranking = [(p, s) for p, s in self.ranking() if s > 0]
+        if not ranking:
+            return ""
+        shown = ranking if explain else ranking[:1]
+        parts = []
+        for profile, score in shown:
+            items = sorted(
+                (i for i in self.items if i.profile == profile and i.weight),
+                key=lambda i: (-i.weight, i.signal),
+            )
+            listed = items if explain else items[:limit]
+            text = ", ".join(
+                f"{i.signal} {i.weight:+d}" + (f" ({i.where})" if explain else "") for i in listed
+            )
+            if len(listed) < len(items):
+                text += f", +{len(items) - len(listed)} more"
+            parts.append(f"{profile} {score} ({text})")
+        if not explain and len(ranking) > 1:
+            runner, score = ranking[1]
+            parts.append(f"next {runner} {score}")
+        tail = f"; sidecars set aside: {', '.join(self.sidecars)}" if self.sidecars else ""
+        return "; ".join(parts) + tail
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Signal -> ((profile, weight), ...), the threshold, and the order that breaks ties."""
+
+    table: Mapping[str, tuple[tuple[str, int], ...]]
+    threshold: int
+    order: tuple[str, ...]
+    rank: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    known: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rank", {name: i for i, name in enumerate(self.order)})
+        object.__setattr__(self, "known", frozenset(self.table))
+
+    def weigh(self, facts: PodFacts, *, allowed: frozenset[str] | None = None) -> Weighing:
+        found = read_signals(facts, known=self.known)
+        scores: dict[str, int] = {}
+        heaviest: dict[str, int] = {}
+        items: list[Item] = []
+        table = self.table
+        for text, where in found.signals.items():
+            entries = table.get(text)
+            if entries is None:
+                continue
+            for profile, weight in entries:
+                if allowed is not None and profile not in allowed:
+                    continue
+                items.append(Item(profile, text, weight, where))
+                scores[profile] = scores.get(profile, 0) + weight
+                heaviest[profile] = max(heaviest.get(profile, 0), weight)
+        rank = self.rank
+        best = min(
+            scores,
+            key=lambda p: (-scores[p], -heaviest[p], rank.get(p, len(rank))),
+            default=None,
+        )
+        winner = best if best is not None and scores[best] >= self.threshold else None
+        return Weighing(winner, scores, tuple(items), self.threshold, found.sidecars)
+
+
+def compile_evidence(cfg: ClassifierConfig, problems: list[ClassifierProblem]) -> Evidence | None:
+    """The evidence table of ``cfg``: built-in weights for the profiles it declares, then its
+    own ``evidence.weights`` over them. None when nothing weighs anything."""
+    spec = cfg.evidence
+    weights: dict[str, dict[str, int]] = {}
+    if spec.builtin:
+        for profile, table in BUILTIN_WEIGHTS.items():
+            if profile in cfg.profiles:
+                weights[profile] = dict(table)
+    for profile, table in spec.weights.items():
+        path = f"evidence.weights.{profile}"
+        if profile not in cfg.profiles:
+            known = ", ".join(sorted(cfg.profiles))
+            problems.append(
+                ClassifierProblem(path, f'unknown profile "{profile}" (known: {known})')
+            )
+            continue
+        for signal, weight in table.items():
+            kind, sep, value = signal.partition(":")
+            if not sep or not value or kind not in SIGNAL_KINDS:
+                problems.append(
+                    ClassifierProblem(
+                        f"{path}.{signal}",
+                        f'"{signal}" is not a signal: write KIND:VALUE with KIND one of '
+                        + ", ".join(SIGNAL_KINDS),
+                    )
+                )
+                continue
+            weights.setdefault(profile, {})[signal] = weight
+    counted: dict[str, list[tuple[str, int]]] = {}
+    for profile, entries in weights.items():
+        for signal, weight in entries.items():
+            if weight:
+                counted.setdefault(_normalise(signal), []).append((profile, weight))
+    if not counted:
+        return None
+    return Evidence(
+        {signal: tuple(found) for signal, found in counted.items()},
+        spec.threshold,
+        tuple(cfg.profiles),
+    )
+
+
+def _normalise(signal: str) -> str:
+    kind, _, value = signal.partition(":")
+    # Environment names and owner kinds keep their case; everything else is read lower-case.
+    if kind in ("env", "owner"):
+        return f"{kind}:{value.upper() if kind == 'env' else value}"
+    return f"{kind}:{value.lower()}"

@@ -1,0 +1,172 @@
+"""Weighed evidence: the config's evidence section, the weighing rule, sidecars, one read.
+
+The shipped weights are measured on real manifests in test_fixtures.py and on the issue's
+patterns in test_default_evidence.py; here the mechanism itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from classifier.config import ClassifierConfig, ClassifierConfigError
+from classifier.evidence.signals import read_signals
+from classifier.facts import PodFacts
+from classifier.plan import Classifier, compile_classifier
+from classifier.types import JSONObject
+
+PROFILES = ["web-frontend", "api", "database", "streaming", "batch", "ml-training", "system"]
+
+
+def compiled(**fields: Any) -> Classifier:
+    config: dict[str, Any] = {"profiles": {name: {} for name in [*PROFILES, "general"]}}
+    config.update(fields)
+    return compile_classifier(ClassifierConfig.model_validate(config))
+
+
+def pod(*containers: JSONObject, **spec: Any) -> JSONObject:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "shop"},
+        "spec": {"containers": list(containers), **spec},
+    }
+
+
+POSTGRES = pod({"name": "db", "image": "postgres:16", "ports": [{"containerPort": 5432}]})
+
+
+def test_built_in_weights_decide_for_the_built_in_names() -> None:
+    found = compiled().classify(POSTGRES, namespace="shop")
+    assert (found.profile, found.source, found.classified_by) == (
+        "database",
+        "evidence",
+        "evidence",
+    )
+    assert found.reason.startswith("evidence: database 11 (image:postgres +6, port:5432 +3, ")
+
+
+def test_a_config_without_the_built_in_names_weighs_nothing() -> None:
+    classifier = compile_classifier(
+        ClassifierConfig.model_validate({"profiles": {"general": {}, "stores": {}}})
+    )
+    found = classifier.classify(POSTGRES, namespace="shop")
+    assert (found.profile, found.source, found.reason) == ("general", "default", "no rule matched")
+
+
+def test_builtin_false_gives_the_default_as_before() -> None:
+    found = compiled(evidence={"builtin": False}).classify(POSTGRES, namespace="shop")
+    assert (found.profile, found.source, found.reason) == ("general", "default", "no rule matched")
+
+
+def test_a_weight_of_zero_removes_a_built_in_one_and_others_adjust() -> None:
+    evidence = {"weights": {"database": {"image:postgres": 0, "port:5432": 1}}}
+    found = compiled(evidence=evidence).classify(POSTGRES, namespace="shop", explain=True)
+    # name:db +2 and port:5432 +1 are left: 3, below the threshold 4.
+    assert found.profile == "general"
+    assert found.reason.startswith("no rule matched; evidence below the threshold 4: database 3")
+    assert "image:postgres" not in found.reason
+
+
+def test_evidence_for_a_profile_of_the_config_own() -> None:
+    classifier = compiled(
+        profiles={name: {} for name in [*PROFILES, "general", "ledger"]},
+        evidence={"weights": {"ledger": {"image:ledgerd": 6, "env:LEDGER": 2}}},
+    )
+    found = classifier.classify(
+        pod({"name": "main", "image": "registry.example.com/fin/ledgerd:3"}), namespace="fin"
+    )
+    assert (found.profile, found.reason) == ("ledger", "evidence: ledger 6 (image:ledgerd +6)")
+
+
+def test_below_the_threshold_the_default_says_how_far() -> None:
+    found = compiled(evidence={"threshold": 20}).classify(POSTGRES, namespace="shop")
+    assert found.profile == "general"
+    assert found.reason.startswith("no rule matched; evidence below the threshold 20: database")
+
+
+def test_a_matched_rule_beats_any_evidence() -> None:
+    rules = [{"name": "everything-is-api", "profile": "api", "match": {"namespace": "shop"}}]
+    found = compiled(rules=rules).classify(POSTGRES, namespace="shop")
+    assert (found.profile, found.source, found.rule) == ("api", "rule", "everything-is-api")
+
+
+def test_profiles_a_tenant_may_not_use_are_not_weighed() -> None:
+    found = compiled().classify(
+        POSTGRES, namespace="shop", allowed_profiles=frozenset({"api", "system"})
+    )
+    assert found.profile == "general"  # api 3 (port:any, ...) stays below 4; database is out
+
+
+@pytest.mark.parametrize(
+    ("weights", "profile"),
+    [
+        # 4 each; api's heaviest single signal (4) beats database's (2 + 2): api.
+        ({"api": {"name:x": 4}, "database": {"image:x": 2, "port:1": 2}}, "api"),
+        # 4 each, heaviest 4 each: the profile declared first (web-frontend before api).
+        ({"api": {"name:x": 4}, "web-frontend": {"image:x": 4}}, "web-frontend"),
+    ],
+)
+def test_ties(weights: dict[str, dict[str, int]], profile: str) -> None:
+    classifier = compiled(evidence={"builtin": False, "weights": weights})
+    subject = pod({"name": "x", "image": "x", "ports": [{"containerPort": 1}]})
+    assert classifier.classify(subject, namespace="n").profile == profile
+
+
+@pytest.mark.parametrize(
+    ("weights", "path", "message"),
+    [
+        ({"nosuch": {"image:x": 1}}, "evidence.weights.nosuch", 'unknown profile "nosuch"'),
+        ({"api": {"x": 1}}, "evidence.weights.api.x", "is not a signal"),
+        ({"api": {"color:red": 1}}, "evidence.weights.api.color:red", "KIND one of image"),
+    ],
+)
+def test_bad_weights_are_config_errors(
+    weights: dict[str, dict[str, int]], path: str, message: str
+) -> None:
+    with pytest.raises(ClassifierConfigError) as raised:
+        compiled(evidence={"weights": weights})
+    (problem,) = raised.value.problems
+    assert problem.path == path
+    assert message in problem.message
+
+
+def test_a_sidecar_is_set_aside_unless_every_container_is_one() -> None:
+    proxy = {"name": "istio-proxy", "image": "docker.io/istio/proxyv2:1.22"}
+    shipper = {"name": "logs", "image": "fluent/fluent-bit:3"}
+    main = {"name": "db", "image": "postgres:16"}
+    mixed = read_signals(PodFacts(pod(main, proxy, shipper), namespace="n"))
+    assert mixed.sidecars == ("istio-proxy", "logs")
+    assert "image:fluent-bit" not in mixed.signals
+    alone = read_signals(PodFacts(pod(shipper), namespace="n"))
+    assert alone.sidecars == ()
+    assert alone.signals["image:fluent-bit"] == "container logs"
+
+
+class CountingDict(dict[str, Any]):
+    """A container whose reads of each field are counted."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: dict[str, int] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads[key] = self.reads.get(key, 0) + 1
+        return super().get(key, default)
+
+
+def test_weighing_reads_each_container_field_once() -> None:
+    container = CountingDict(
+        name="app",
+        image="example.com/shop/orders-api:1",
+        ports=[{"containerPort": 8080}],
+        env=[{"name": "SPRING_PROFILES_ACTIVE", "value": "prod"}],
+        args=["--port=8080"],
+        readinessProbe={"httpGet": {"path": "/actuator/health"}},
+        securityContext={},
+    )
+    found = compiled().classify(pod(container), namespace="shop")
+    assert found.source == "evidence"
+    fields = ("ports", "env", "args", "command", "readinessProbe", "securityContext", "resources")
+    assert {key: container.reads.get(key, 0) for key in fields} == dict.fromkeys(fields, 1)
