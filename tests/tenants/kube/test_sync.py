@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from classifier.quantities import Quantity
 from tenants.configfile import load_text
 from tenants.controller import LedgerController
@@ -150,7 +152,7 @@ def test_pods_coming_going_and_finishing_are_followed(
     # graceful path; updateForGracefulDeletionAndFinalizers in staging/src/k8s.io/apiserver/
     # pkg/registry/generic/registry/store.go deletes at once after that update when the period
     # is 0): the usage goes at that first event, as the quota evaluator stops counting a pod
-    # then (QuotaV1Pod in pkg/quota/v1/evaluator/core/pods.go). devapi deleted outright.
+    # then (QuotaV1Pod in pkg/quota/v1/evaluator/core/pods.go).
     assert harness.controller.stats.released == {"finished": 1, "terminating": 1}
     assert harness.store.get("team-a").guaranteed == {}
 
@@ -221,10 +223,8 @@ def test_priority_classes_are_reported_as_a_table(
     tenantgate_kubeconfig: Path, admin_client: Any
 ) -> None:
     """The cluster starts with the API server's own classes (created at startup by
-    pkg/registry/scheduling/rest/storage_scheduling.go) and deploy/'s, tenant-burst included;
-    devapi had only the system ones, so a new class is one of this test's own."""
-    from kubernetes import client
-
+    pkg/registry/scheduling/rest/storage_scheduling.go) and deploy/'s, tenant-burst included,
+    so the class this test adds and removes is its own."""
     scheduling: Any = client.SchedulingV1Api(admin_client)
 
     async def scenario(h: Harness) -> None:
