@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from kubernetes import client
 from kubernetes.client import ApiException
 
 from tenants.controller import AmountInterner, pod_facts
@@ -26,7 +26,6 @@ from tenants.kube.errors import (
     wrap,
 )
 from testcluster import Cluster
-from tests.tenants.kube.conftest import create_namespace
 
 
 def test_offline_when_asked() -> None:
@@ -78,60 +77,70 @@ def test_in_cluster_without_a_service_account_is_a_config_error() -> None:
         Connection.open(ClusterTarget("in-cluster", "in-cluster service account"))
 
 
-def _namespace(core: Any, name: str) -> None:
-    create_namespace(core, name, {"team": name})
+# Cluster-scoped objects a test may create and the cluster's reset deletes at once: priority
+# classes. (Namespaces are kept between tests, and every one left makes each reset longer.)
+
+
+def _priority_class(scheduling: Any, name: str) -> None:
+    scheduling.create_priority_class({"metadata": {"name": name}, "value": 1})
+
+
+@pytest.fixture
+def scheduling(admin_client: Any) -> Any:
+    return client.SchedulingV1Api(admin_client)
 
 
 def test_lists_come_in_pages_of_one_snapshot(
-    connection: Connection, core: Any, kube: Cluster
+    connection: Connection, scheduling: Any, kube: Cluster
 ) -> None:
     for index in range(5):
-        _namespace(core, f"conn-page-{index}")
-    first = connection.list_page("namespaces", limit=3)
+        _priority_class(scheduling, f"conn-page-{index}")
+    first = connection.list_page("priorityclasses", limit=3)
     assert len(first.items) == 3
     assert first.continue_token is not None
     assert first.resource_version
-    late = f"conn-late-{uuid.uuid4().hex[:8]}"  # new in this run: namespaces outlive tests
-    _namespace(core, late)
-    rest = connection.list_page("namespaces", limit=500, continue_token=first.continue_token)
+    _priority_class(scheduling, "conn-late")
+    rest = connection.list_page("priorityclasses", limit=500, continue_token=first.continue_token)
     assert rest.continue_token is None
     names = {item["metadata"]["name"] for item in first.items + rest.items}
     assert {f"conn-page-{i}" for i in range(5)} <= names
-    assert {"default", "kube-system", "tenantgate-system"} <= names
-    assert late not in names  # created after the snapshot
+    # The API server's own classes and deploy/'s are there too.
+    assert {"system-node-critical", "system-cluster-critical", "tenant-burst"} <= names
+    assert "conn-late" not in names  # created after the snapshot
     assert connection.host == kube.proxy.url
 
 
-def test_a_watch_streams_events_and_bookmarks(connection: Connection, core: Any) -> None:
+def test_a_watch_streams_events_and_bookmarks(connection: Connection, scheduling: Any) -> None:
     """The API server sends a BOOKMARK every minute, and once 2 s before the watch's own
     timeout (``nextBookmarkTime`` in staging/src/k8s.io/apiserver/pkg/storage/cacher/
     cache_watcher.go): a short watch gets one within seconds."""
-    version = connection.list_page("namespaces", limit=500).resource_version
-    stream = connection.watch("namespaces", resource_version=version, timeout_seconds=5)
-    watched = f"conn-watched-{uuid.uuid4().hex[:8]}"
-    _namespace(core, watched)
+    version = connection.list_page("priorityclasses", limit=500).resource_version
+    stream = connection.watch("priorityclasses", resource_version=version, timeout_seconds=5)
+    _priority_class(scheduling, "conn-watched")
     seen: list[tuple[str, str]] = []
     for event in stream:
         name = event["object"]["metadata"].get("name", "")
         seen.append((event["type"], name))
-        if event["type"] == "BOOKMARK" and ("ADDED", watched) in seen:
+        if event["type"] == "BOOKMARK" and ("ADDED", "conn-watched") in seen:
             break
     stream.close()
-    assert ("ADDED", watched) in seen
+    assert ("ADDED", "conn-watched") in seen
     assert seen[-1][0] == "BOOKMARK"
 
 
 def test_a_watch_from_a_forgotten_version_is_gone(
-    kube: Cluster, connection: Connection, core: Any
+    kube: Cluster, connection: Connection, scheduling: Any
 ) -> None:
     """The proxy stands in for etcd's compaction (compacting the shared etcd would expire every
     other client's history too); the 410 is the API server's own shape, an ERROR event in the
     stream (staging/src/k8s.io/apiserver/pkg/storage/errors.go)."""
-    version = connection.list_page("namespaces", limit=500).resource_version
-    _namespace(core, f"conn-after-{uuid.uuid4().hex[:8]}")
+    version = connection.list_page("priorityclasses", limit=500).resource_version
+    _priority_class(scheduling, "conn-after")
     kube.proxy.compact_history()
     with pytest.raises(KubeGone):
-        for _event in connection.watch("namespaces", resource_version=version, timeout_seconds=5):
+        for _event in connection.watch(
+            "priorityclasses", resource_version=version, timeout_seconds=5
+        ):
             pass
 
 
