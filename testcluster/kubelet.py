@@ -20,6 +20,7 @@ Gated pods are never bound, so they are never started.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import json
@@ -100,6 +101,7 @@ class SimulatedKubelet:
         self._stopping: set[str] = set()  # pods whose containers are stopping
         self._paused = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._watch: Any = None  # the open pod watch's response, shut down by stop()
         self._api: Any = None
         self._core: Any = None
 
@@ -123,6 +125,12 @@ class SimulatedKubelet:
     def stop(self) -> None:
         self._stop.set()
         self._work.put(("", ""))
+        # The watch thread blocks reading its stream until the next event (up to a minute):
+        # shutting the response down unblocks it, so the join below does not time out.
+        watch = self._watch
+        if watch is not None:
+            with contextlib.suppress(Exception):
+                watch.shutdown()
         for thread in self._threads:
             thread.join(10)
         if self._api is not None:
@@ -298,8 +306,11 @@ class SimulatedKubelet:
             timeout_seconds=60,
             _preload_content=False,
         )
+        self._watch = response
         buffer = b""
         try:
+            if self._stop.is_set():
+                return version
             for chunk in response.stream(65536):
                 if self._stop.is_set():
                     break
@@ -322,6 +333,7 @@ class SimulatedKubelet:
                     else:
                         self._seen(obj)
         finally:
+            self._watch = None
             response.release_conn()
         return version
 

@@ -171,7 +171,12 @@ class KubeLeaseClient:
 
         self.namespace = namespace
         self.name = name
-        self._api = client.CoordinationV1Api(api_client)
+        # The generic object calls, not CoordinationV1Api's: its typed methods validate a body
+        # into a V1Lease and write its MicroTimes back with datetime.isoformat(), which drops
+        # the fraction on a whole second; the API server wants exactly six digits
+        # (UnmarshalJSON in k8s.io/apimachinery/pkg/apis/meta/v1/micro_time.go) and refused
+        # such a renewal with 400. A plain dict goes out exactly as to_spec() wrote it.
+        self._api = client.CustomObjectsApi(api_client)
         self._timeout = (CONNECT_TIMEOUT_SECONDS, timeout)
 
     @property
@@ -214,26 +219,36 @@ class KubeLeaseClient:
 
     def get(self) -> StoredLease | None:
         try:
-            return self._call("read", self._api.read_namespaced_lease, self.name, self.namespace)
+            return self._call(
+                "read",
+                self._api.get_namespaced_custom_object,
+                *_leases_in(self.namespace),
+                self.name,
+            )
         except KubeNotFound:
             return None
 
     def create(self, record: LeaseRecord) -> StoredLease:
         return self._call(
             "create",
-            self._api.create_namespaced_lease,
-            self.namespace,
+            self._api.create_namespaced_custom_object,
+            *_leases_in(self.namespace),
             self._body(record, None),
         )
 
     def update(self, record: LeaseRecord, *, resource_version: str) -> StoredLease:
         return self._call(
             "update",
-            self._api.replace_namespaced_lease,
+            self._api.replace_namespaced_custom_object,
+            *_leases_in(self.namespace),
             self.name,
-            self.namespace,
             self._body(record, resource_version),
         )
+
+
+def _leases_in(namespace: str) -> tuple[str, str, str, str]:
+    """The generic object calls' (group, version, namespace, plural) for Leases."""
+    return ("coordination.k8s.io", "v1", namespace, "leases")
 
 
 def default_identity() -> str:

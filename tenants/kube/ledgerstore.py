@@ -642,12 +642,14 @@ class KubeLedgerStore:
         if queue.waiters and not self._closed:
             self._kick(tenant, queue)
 
-    def _take(self, queue: _Queue, batch: list[_Waiter], replays: list[_Replay]) -> None:
+    def _take(
+        self, tenant: str, queue: _Queue, batch: list[_Waiter], replays: list[_Replay]
+    ) -> None:
         batch[:] = [w for w in batch if not w.future.done()]
         batch.extend(w for w in queue.waiters if not w.future.done())
         queue.waiters.clear()
         if not self._leading:
-            replays.clear()
+            self._drop_replays(tenant, replays)
         elif self._clock() >= queue.replay_after:
             replays.extend(queue.replays)
             queue.replays.clear()
@@ -683,7 +685,7 @@ class KubeLedgerStore:
     ) -> None:
         conflicts = 0
         while True:
-            self._take(queue, batch, replays)
+            self._take(tenant, queue, batch, replays)
             if not batch and not replays:
                 return
             self.stats.batches += 1
@@ -691,6 +693,10 @@ class KubeLedgerStore:
             self.stats.max_batch = max(self.stats.max_batch, len(batch) + len(replays))
             try:
                 stored, current = await self._read(tenant)
+                if not self._leading:
+                    # The lease went while the read was in flight: a former leader writes
+                    # none of the controller's changes (the new leader recounts).
+                    self._drop_replays(tenant, replays)
                 ledger, answers = self._apply(current, batch, replays)
                 if ledger is current:
                     # Nothing to write, but the view must follow the fresh read all the same:
@@ -777,7 +783,10 @@ class KubeLedgerStore:
 
     def _defer(self, tenant: str, queue: _Queue, replays: list[_Replay], *, reason: str) -> None:
         """Put the controller's changes back and try them again after a backoff."""
-        if not replays or not self._leading:
+        if not self._leading:
+            self._drop_replays(tenant, replays)
+            return
+        if not replays:
             return
         queue.replays[:0] = replays
         queue.replay_failures += 1
@@ -793,6 +802,22 @@ class KubeLedgerStore:
         if queue.timer is not None:
             queue.timer.cancel()
         queue.timer = asyncio.get_running_loop().call_later(delay, self._kick, tenant, queue)
+
+    def _drop_replays(self, tenant: str, replays: list[_Replay]) -> None:
+        """Forget controller changes taken for a write while this replica stopped leading.
+
+        :meth:`set_leading` counts those still queued; these were in flight (read, written
+        or refused) at that moment, and are just as unwritten.
+        """
+        if not replays:
+            return
+        self.stats.replays_dropped += len(replays)
+        logger.warning(
+            "ledger of tenant %s: %d controller changes were not written: no longer leading",
+            tenant,
+            len(replays),
+        )
+        replays.clear()
 
     # -- reading and writing -------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Where the cluster is, and the raw list/watch calls against the test API server."""
+"""Where the cluster is, and the raw list/watch calls against the real API server (as
+tenantgate's ServiceAccount, through the fault proxy)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,19 @@ import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from kubernetes import client
+from kubernetes.client import ApiException
 
-from devapi import DevAPIServer
 from tenants.controller import AmountInterner, pod_facts
 from tenants.kube.connection import ClusterTarget, Connection, decode_list, resolve_target
-from tenants.kube.errors import KubeConfigError, KubeGone, KubeUnavailable
+from tenants.kube.errors import (
+    KubeConfigError,
+    KubeForbidden,
+    KubeGone,
+    KubeUnavailable,
+    wrap,
+)
+from testcluster import Cluster
 
 
 def test_offline_when_asked() -> None:
@@ -68,59 +77,95 @@ def test_in_cluster_without_a_service_account_is_a_config_error() -> None:
         Connection.open(ClusterTarget("in-cluster", "in-cluster service account"))
 
 
-def _namespace(name: str) -> dict[str, object]:
-    return {"metadata": {"name": name, "labels": {"team": name}}}
+# Cluster-scoped objects a test may create and the cluster's reset deletes at once: priority
+# classes. (Namespaces are kept between tests, and every one left makes each reset longer.)
 
 
-def test_lists_come_in_pages_of_one_snapshot(connection: Connection, core: Any) -> None:
+def _priority_class(scheduling: Any, name: str) -> None:
+    scheduling.create_priority_class({"metadata": {"name": name}, "value": 1})
+
+
+@pytest.fixture
+def scheduling(admin_client: Any) -> Any:
+    return client.SchedulingV1Api(admin_client)
+
+
+def test_lists_come_in_pages_of_one_snapshot(
+    connection: Connection, scheduling: Any, kube: Cluster
+) -> None:
     for index in range(5):
-        core.create_namespace(_namespace(f"ns-{index}"))
-    first = connection.list_page("namespaces", limit=3)
+        _priority_class(scheduling, f"conn-page-{index}")
+    first = connection.list_page("priorityclasses", limit=3)
     assert len(first.items) == 3
     assert first.continue_token is not None
     assert first.resource_version
-    core.create_namespace(_namespace("late"))
-    rest = connection.list_page("namespaces", limit=100, continue_token=first.continue_token)
+    _priority_class(scheduling, "conn-late")
+    rest = connection.list_page("priorityclasses", limit=500, continue_token=first.continue_token)
     assert rest.continue_token is None
     names = {item["metadata"]["name"] for item in first.items + rest.items}
-    assert {f"ns-{i}" for i in range(5)} <= names
-    assert "late" not in names  # created after the snapshot
-    assert connection.host.startswith("http://127.0.0.1:")
+    assert {f"conn-page-{i}" for i in range(5)} <= names
+    # The API server's own classes and deploy/'s are there too.
+    assert {"system-node-critical", "system-cluster-critical", "tenant-burst"} <= names
+    assert "conn-late" not in names  # created after the snapshot
+    assert connection.host == kube.proxy.url
 
 
-def test_a_watch_streams_events_and_bookmarks(connection: Connection, core: Any) -> None:
-    version = connection.list_page("namespaces", limit=500).resource_version
-    stream = connection.watch("namespaces", resource_version=version, timeout_seconds=30)
-    core.create_namespace(_namespace("watched"))
+def test_a_watch_streams_events_and_bookmarks(connection: Connection, scheduling: Any) -> None:
+    """The API server sends a BOOKMARK every minute, and once 2 s before the watch's own
+    timeout (``nextBookmarkTime`` in staging/src/k8s.io/apiserver/pkg/storage/cacher/
+    cache_watcher.go): a short watch gets one within seconds."""
+    version = connection.list_page("priorityclasses", limit=500).resource_version
+    stream = connection.watch("priorityclasses", resource_version=version, timeout_seconds=5)
+    _priority_class(scheduling, "conn-watched")
     seen: list[tuple[str, str]] = []
     for event in stream:
         name = event["object"]["metadata"].get("name", "")
         seen.append((event["type"], name))
-        if event["type"] == "BOOKMARK" and ("ADDED", "watched") in seen:
+        if event["type"] == "BOOKMARK" and ("ADDED", "conn-watched") in seen:
             break
     stream.close()
-    assert ("ADDED", "watched") in seen
+    assert ("ADDED", "conn-watched") in seen
     assert seen[-1][0] == "BOOKMARK"
 
 
 def test_a_watch_from_a_forgotten_version_is_gone(
-    devapi: DevAPIServer, connection: Connection, core: Any
+    kube: Cluster, connection: Connection, scheduling: Any
 ) -> None:
-    version = connection.list_page("namespaces", limit=500).resource_version
-    core.create_namespace(_namespace("after"))
-    devapi.faults.compact_history()
+    """The proxy stands in for etcd's compaction (compacting the shared etcd would expire every
+    other client's history too); the 410 is the API server's own shape, an ERROR event in the
+    stream (staging/src/k8s.io/apiserver/pkg/storage/errors.go)."""
+    version = connection.list_page("priorityclasses", limit=500).resource_version
+    _priority_class(scheduling, "conn-after")
+    kube.proxy.compact_history()
     with pytest.raises(KubeGone):
-        for _event in connection.watch("namespaces", resource_version=version, timeout_seconds=5):
+        for _event in connection.watch(
+            "priorityclasses", resource_version=version, timeout_seconds=5
+        ):
             pass
 
 
-def test_server_errors_are_wrapped(devapi: DevAPIServer, connection: Connection) -> None:
-    devapi.faults.add_errors(503, verb="list", resource="pods")
+def test_server_errors_are_wrapped(kube: Cluster, connection: Connection) -> None:
+    kube.proxy.add_errors(503, verb="list", resource="pods")
     with pytest.raises(KubeUnavailable) as caught:
         connection.list_page("pods", limit=10)
     assert caught.value.status == 503
     assert caught.value.reason == "ServiceUnavailable"
-    assert connection.list_page("pods", limit=10).items == []
+    # The fault answered once; the next list reaches the API server (which may hold pods of
+    # the system namespaces: none are assumed).
+    assert connection.list_page("pods", limit=10).resource_version
+
+
+def test_the_shipped_rbac_is_what_the_connection_may_do(connection: Connection) -> None:
+    """tenantgate's ServiceAccount lists what it watches, and nothing it was not granted:
+    a 403 from the real authorizer (plugin/pkg/auth/authorizer/rbac/rbac.go) is KubeForbidden."""
+    for resource in ("pods", "namespaces", "priorityclasses", "tenantledgers"):
+        assert connection.list_page(resource, limit=1).resource_version
+    with pytest.raises(ApiException) as refused:
+        connection.core.list_secret_for_all_namespaces(limit=1)
+    error = wrap(refused.value, action="list secrets")
+    assert isinstance(error, KubeForbidden)
+    assert (error.status, error.reason) == (403, "Forbidden")
+    assert "system:serviceaccount:tenantgate-system:tenantgate" in error.message
 
 
 def test_closing_a_watch_unblocks_its_reader(connection: Connection) -> None:

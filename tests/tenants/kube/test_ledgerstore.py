@@ -1,4 +1,10 @@
-"""The ``kubernetes`` ledger backend against the test API server, through the official client."""
+"""The ``kubernetes`` ledger backend against the real API server, through the official client.
+
+Stores (replicas) talk as tenantgate's ServiceAccount through the fault proxy, so the shipped
+ledger ClusterRole is what allows them; what was stored is read back as the admin, straight to
+the API server. Conflicts are real 409s from the API server's resourceVersion precondition
+when replicas race, and injected (``kube.proxy.conflict_storm``) where a test needs a count.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import copy
 import itertools
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +23,8 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry, generate_latest
 
 from classifier.quantities import Quantity
-from devapi import DevAPIServer
 from tenants.decisions import PolicyAdmitter
+from tenants.kube import ledgerstore
 from tenants.kube.backoff import BackoffPolicy
 from tenants.kube.ledgerstore import (
     GROUP,
@@ -44,6 +50,7 @@ from tenants.ledger import (
     release,
 )
 from tenants.verdicts import Verdict
+from testcluster import Cluster
 from tests.tenants.conftest import create, make_pod, make_policy
 from tests.tenants.conftest import stored as stored_pod
 from tests.tenants.kube.conftest import new_api_client
@@ -67,16 +74,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def devapi() -> Iterator[DevAPIServer]:
-    with DevAPIServer(bookmark_interval=0.2, manifests=[CRD]) as server:
-        yield server
-
-
-@pytest.fixture
-def api_client(devapi: DevAPIServer, tmp_path: Path) -> Iterator[Any]:
-    api = new_api_client(devapi.write_kubeconfig(tmp_path / "kubeconfig"))
-    yield api
-    api.close()
+def api_client(tenantgate_client: Any) -> Any:
+    """What the stores use: tenantgate's ServiceAccount, through the fault proxy."""
+    return tenantgate_client
 
 
 _names = itertools.count()
@@ -102,14 +102,15 @@ def new_store(api_client: Any, stores: list[KubeLedgerStore], **kwargs: Any) -> 
     return store
 
 
-def stored(api_client: Any, tenant: str) -> dict[str, Any]:
-    api: Any = client.CustomObjectsApi(api_client)
+def stored(admin_client: Any, tenant: str) -> dict[str, Any]:
+    """The TenantLedger object as stored, read as the admin straight from the API server."""
+    api: Any = client.CustomObjectsApi(admin_client)
     document: dict[str, Any] = api.get_cluster_custom_object(GROUP, VERSION, PLURAL, tenant)
     return document
 
 
-def stored_ledger(api_client: Any, tenant: str) -> TenantLedger:
-    return ledger_from_json(stored(api_client, tenant).get("status") or {}, tenant=tenant)
+def stored_ledger(admin_client: Any, tenant: str) -> TenantLedger:
+    return ledger_from_json(stored(admin_client, tenant).get("status") or {}, tenant=tenant)
 
 
 def booking(reservation_id: str, *, amount: Quantity = CPU, ceiling: int | None = None) -> Any:
@@ -144,12 +145,12 @@ async def drained(store: KubeLedgerStore) -> None:
 
 
 async def test_a_booking_creates_the_object_and_stores_the_ledger(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     assert await store.transact(tenant, booking("r-1")) == "r-1"
 
-    document = stored(api_client, tenant)
+    document = stored(admin_client, tenant)
     assert document["spec"] == {"tenant": tenant}
     assert document["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "tenantgate"}
     status = document["status"]
@@ -162,13 +163,13 @@ async def test_a_booking_creates_the_object_and_stores_the_ledger(
 
 
 async def test_concurrent_bookings_are_group_committed(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     results = await asyncio.gather(*(store.transact(tenant, booking(f"r-{n}")) for n in range(60)))
 
     assert sorted(results) == sorted(f"r-{n}" for n in range(60))
-    assert stored_ledger(api_client, tenant).guaranteed == {"cpu": Quantity.parse("60")}
+    assert stored_ledger(admin_client, tenant).guaranteed == {"cpu": Quantity.parse("60")}
     # Sixty changes, far fewer writes: each write carried every change waiting for it.
     assert store.stats.writes < 60
     assert store.stats.max_batch > 1
@@ -176,7 +177,7 @@ async def test_concurrent_bookings_are_group_committed(
 
 
 async def test_replicas_never_over_admit(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     replicas = [new_store(api_client, stores, policy=CasPolicy(max_attempts=50)) for _ in "abc"]
     changes = [replicas[n % 3].transact(tenant, booking(f"r-{n}", ceiling=25)) for n in range(90)]
@@ -184,31 +185,31 @@ async def test_replicas_never_over_admit(
 
     admitted = [r for r in results if r is not None]
     assert len(admitted) == 25
-    ledger = stored_ledger(api_client, tenant)
+    ledger = stored_ledger(admin_client, tenant)
     assert ledger.guaranteed == {"cpu": Quantity.parse("25")}
     assert sorted(ledger.reservations) == sorted(admitted)
 
 
 async def test_conflicts_are_retried_and_counted(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, kube: Cluster, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     await store.transact(tenant, booking("r-0"))
-    devapi.faults.conflict_storm(RESOURCE, count=3)
+    kube.proxy.conflict_storm(RESOURCE, count=3)
 
     assert await store.transact(tenant, booking("r-1")) == "r-1"
     assert store.stats.conflicts == 3
     assert store.stats.retries == 3
-    assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-0", "r-1"]
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-0", "r-1"]
 
 
 async def test_a_conflict_storm_longer_than_the_attempts_fails_closed(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, kube: Cluster, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     await store.transact(tenant, booking("r-0"))
-    before = stored(api_client, tenant)["metadata"]["resourceVersion"]
-    devapi.faults.conflict_storm(RESOURCE, count=100)
+    before = stored(admin_client, tenant)["metadata"]["resourceVersion"]
+    kube.proxy.conflict_storm(RESOURCE, count=100)
 
     with pytest.raises(LedgerUnavailable) as raised:
         await store.transact(tenant, booking("r-1"))
@@ -219,16 +220,16 @@ async def test_a_conflict_storm_longer_than_the_attempts_fails_closed(
         "5 attempts to book); retry"
     )
     assert store.stats.exhausted == 1
-    devapi.faults.clear()
-    assert stored(api_client, tenant)["metadata"]["resourceVersion"] == before
+    kube.proxy.clear()
+    assert stored(admin_client, tenant)["metadata"]["resourceVersion"] == before
 
 
 async def test_a_change_that_joins_a_conflicting_batch_reports_its_own_attempts(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+    api_client: Any, kube: Cluster, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     await store.transact(tenant, booking("r-0"))
-    devapi.faults.conflict_storm(RESOURCE, count=100)
+    kube.proxy.conflict_storm(RESOURCE, count=100)
 
     first = asyncio.ensure_future(store.transact(tenant, booking("r-1")))
     await _until(lambda: store.stats.conflicts >= 2, interval=0.001)
@@ -268,41 +269,60 @@ async def test_an_unreachable_api_server_fails_closed(stores: list[KubeLedgerSto
 
 
 async def test_api_server_errors_fail_every_waiting_change(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, kube: Cluster, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     await store.transact(tenant, booking("r-0"))
-    devapi.faults.add_errors(503, resource=RESOURCE, count=1000)
+    kube.proxy.add_errors(503, resource=RESOURCE, count=1000)
 
     outcomes = await asyncio.gather(
         *(store.transact(tenant, booking(f"r-{n}")) for n in range(1, 6)),
         return_exceptions=True,
     )
     assert all(isinstance(o, LedgerUnavailable) and o.code == 503 for o in outcomes)
-    devapi.faults.clear()
-    assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-0"]
+    kube.proxy.clear()
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-0"]
 
 
 async def test_forbidden_says_to_check_rbac(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+    kube: Cluster, tmp_path: Path, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
-    store = new_store(api_client, stores)
-    devapi.faults.add_errors(403, resource=RESOURCE, count=10)
-    with pytest.raises(LedgerUnavailable, match="may not read or write TenantLedger") as raised:
-        await store.transact(tenant, booking("r-1"))
+    """A ServiceAccount without the HA component's ledger ClusterRole (the namespace's
+    ``default`` one): the real authorizer refuses it (plugin/pkg/auth/authorizer/rbac/rbac.go)."""
+    if kube.installation is None:
+        raise RuntimeError("tenantgate is not installed")
+    token = kube.installation.service_account_token(name="default")
+    kubeconfig = kube.plane.token_kubeconfig(
+        tmp_path / "default.kubeconfig",
+        token=token,
+        user="system:serviceaccount:tenantgate-system:default",
+        server=kube.proxy.url,
+    )
+    api = new_api_client(kubeconfig)
+    try:
+        store = KubeLedgerStore(KubeLedgerClient(api), policy=FAST)
+        stores.append(store)
+        with pytest.raises(LedgerUnavailable, match="may not read or write TenantLedger") as raised:
+            await store.transact(tenant, booking("r-1"))
+    finally:
+        api.close()
     assert "check its RBAC" in raised.value.message
+    assert "system:serviceaccount:tenantgate-system:default" in raised.value.message
+    assert raised.value.code == 503
 
 
-async def test_a_missing_crd_is_named(tmp_path: Path, stores: list[KubeLedgerStore]) -> None:
-    with DevAPIServer() as bare:
-        api = new_api_client(bare.write_kubeconfig(tmp_path / "bare"))
-        try:
-            store = KubeLedgerStore(KubeLedgerClient(api), policy=FAST)
-            stores.append(store)
-            with pytest.raises(LedgerUnavailable) as raised:
-                await store.transact("team-a", booking("r-1"))
-        finally:
-            api.close()
+async def test_a_missing_crd_is_named(
+    monkeypatch: pytest.MonkeyPatch, api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    """The shared cluster keeps its CRD (deleting it would take every other test's ledgers),
+    so the store asks for a version no CRD serves: the real API server answers exactly as for
+    an uninstalled CRD, a 404 from its not-found delegate (the apiextensions crdHandler hands
+    unknown groups and unserved versions alike to pkg/util/notfoundhandler), and RBAC, which
+    does not look at versions, lets tenantgate's ServiceAccount get that far."""
+    monkeypatch.setattr(ledgerstore, "VERSION", "v1alpha99")
+    store = new_store(api_client, stores)
+    with pytest.raises(LedgerUnavailable) as raised:
+        await store.transact(tenant, booking("r-1"))
     assert raised.value.code == 503
     assert "the tenantledgers.tenantgate.io custom resource definition is not installed" in (
         raised.value.message
@@ -310,23 +330,23 @@ async def test_a_missing_crd_is_named(tmp_path: Path, stores: list[KubeLedgerSto
 
 
 async def test_dry_run_reads_the_stored_ledger_and_writes_nothing(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     mine, other = new_store(api_client, stores), new_store(api_client, stores)
     await mine.transact(tenant, booking("r-0"))
     await other.transact(tenant, booking("r-1"))  # behind mine's back: its cache is stale
-    version = stored(api_client, tenant)["metadata"]["resourceVersion"]
+    version = stored(admin_client, tenant)["metadata"]["resourceVersion"]
 
     seen = await mine.transact(tenant, lambda ledger: (ledger, sorted(ledger.reservations)))
     answer = await mine.transact(tenant, booking("r-2", ceiling=2), commit=False)
 
     assert seen == ["r-0", "r-1"]
     assert answer is None  # two cpus are booked: a third does not fit
-    assert stored(api_client, tenant)["metadata"]["resourceVersion"] == version
+    assert stored(admin_client, tenant)["metadata"]["resourceVersion"] == version
 
 
 async def test_a_change_that_raises_fails_only_its_own_request(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
 
@@ -342,15 +362,15 @@ async def test_a_change_that_raises_fails_only_its_own_request(
     assert outcomes[0] == "r-1"
     assert isinstance(outcomes[1], ValueError)
     assert outcomes[2] == "r-2"
-    assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-1", "r-2"]
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-1", "r-2"]
 
 
 async def test_an_invalid_status_fails_closed(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     await store.transact(tenant, booking("r-0"))
-    document = stored(api_client, tenant)
+    document = stored(admin_client, tenant)
     document["status"] = {"used": {"guaranteed": {"cpu": "lots"}}}
     api: Any = client.CustomObjectsApi(api_client)
     api.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, tenant, document)
@@ -359,11 +379,9 @@ async def test_an_invalid_status_fails_closed(
         await store.transact(tenant, booking("r-1"))
 
 
-async def test_closing_fails_what_still_waits(
-    api_client: Any, devapi: DevAPIServer, tenant: str
-) -> None:
+async def test_closing_fails_what_still_waits(api_client: Any, kube: Cluster, tenant: str) -> None:
     store = KubeLedgerStore(KubeLedgerClient(api_client), policy=FAST)
-    devapi.faults.add_latency(0.5, resource=RESOURCE, count=1)
+    kube.proxy.add_latency(0.5, resource=RESOURCE, count=1)
     waiting = asyncio.ensure_future(store.transact(tenant, booking("r-1")))
     await asyncio.sleep(0.05)
     await store.close()
@@ -377,7 +395,7 @@ async def test_closing_fails_what_still_waits(
 
 
 async def test_controller_changes_are_written_only_while_leading(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     await store.transact(tenant, booking("r-1"))
@@ -390,19 +408,19 @@ async def test_controller_changes_are_written_only_while_leading(
 
     store.update(tenant, confirm_pod)
     await drained(store)
-    assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-1"]
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-1"]
     assert store.stats.replays_dropped == 1
 
     store.set_leading(True)
     store.update(tenant, confirm_pod)
     await drained(store)
-    ledger = stored_ledger(api_client, tenant)
+    ledger = stored_ledger(admin_client, tenant)
     assert (dict(ledger.reservations), ledger.guaranteed) == ({}, {"cpu": CPU})
     assert set(store.get(tenant).charges) == {"pod-1"}  # known to the leader only
 
     store.update(tenant, lambda current: (release(current, pod_uid="pod-1"), None))
     await drained(store)
-    assert stored_ledger(api_client, tenant).guaranteed == {}
+    assert stored_ledger(admin_client, tenant).guaranteed == {}
     assert store.stats.replays == 2
 
     store.set_leading(False)
@@ -410,7 +428,7 @@ async def test_controller_changes_are_written_only_while_leading(
 
 
 async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     leader, other = new_store(api_client, stores), new_store(api_client, stores)
     leader.set_leading(True)
@@ -432,13 +450,13 @@ async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
     # a second time.
     assert outcomes[0] is False
     assert True in outcomes[1:]
-    ledger = stored_ledger(api_client, tenant)
+    ledger = stored_ledger(admin_client, tenant)
     assert sorted(ledger.reservations) == ["r-0"]
     assert ledger.guaranteed == {"cpu": Quantity.parse("2")}
 
 
 async def test_a_recount_keeps_what_other_replicas_booked_meanwhile(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     leader, other = new_store(api_client, stores), new_store(api_client, stores)
     leader.set_leading(True)
@@ -457,7 +475,7 @@ async def test_a_recount_keeps_what_other_replicas_booked_meanwhile(
     leader.update(tenant, lambda _current: (truth, None))
     await drained(leader)
 
-    ledger = stored_ledger(api_client, tenant)
+    ledger = stored_ledger(admin_client, tenant)
     assert sorted(ledger.reservations) == ["r-0", "r-1"]
     # The pod's charge (2) plus both reservations (1 + 1).
     assert ledger.guaranteed == {"cpu": Quantity.parse("4")}
@@ -480,7 +498,7 @@ async def test_a_change_with_nothing_to_write_leaves_the_view_following_the_stor
 
 
 async def test_expiry_releases_each_reservation_once(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     first, second = new_store(api_client, stores), new_store(api_client, stores)
     await first.transact(tenant, booking("r-0"))
@@ -492,21 +510,21 @@ async def test_expiry_releases_each_reservation_once(
         leader.update(tenant, lambda current: expire(current, now=5000.0))
         await drained(leader)
         leader.set_leading(False)
-    ledger = stored_ledger(api_client, tenant)
+    ledger = stored_ledger(admin_client, tenant)
     assert (dict(ledger.reservations), ledger.guaranteed) == ({}, {})
 
 
 async def test_controller_changes_wait_out_an_unreachable_api_server(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, kube: Cluster, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     store.set_leading(True)
     await store.transact(tenant, booking("r-1"))
-    devapi.faults.add_errors(503, resource=RESOURCE, count=2)
+    kube.proxy.add_errors(503, resource=RESOURCE, count=2)
 
     store.update(tenant, lambda current: (cancel(current, reservation_id="r-1"), None))
     await drained(store)
-    assert dict(stored_ledger(api_client, tenant).reservations) == {}
+    assert dict(stored_ledger(admin_client, tenant).reservations) == {}
     assert store.stats.replays == 1
 
 
@@ -523,7 +541,7 @@ class _BrokenWrites(KubeLedgerClient):
 
 
 async def test_a_controller_change_lost_to_an_unexpected_error_leaves_the_view(
-    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     broken = _BrokenWrites(api_client)
     store = KubeLedgerStore(broken, policy=FAST)
@@ -536,28 +554,50 @@ async def test_a_controller_change_lost_to_an_unexpected_error_leaves_the_view(
 
     # The cancel was never stored: the view shows the stored ledger again, so the sweep still
     # expires r-1 and the recount sees the ledger as it is.
-    assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-1"]
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-1"]
     assert sorted(store.get(tenant).reservations) == ["r-1"]
     assert store.stats.replays_dropped == 1
 
 
 async def test_losing_the_lease_drops_unwritten_controller_changes(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore], tenant: str
+    admin_client: Any, api_client: Any, kube: Cluster, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     store = new_store(api_client, stores)
     store.set_leading(True)
     await store.transact(tenant, booking("r-1"))
-    devapi.faults.add_errors(503, resource=RESOURCE, count=1000)
+    kube.proxy.add_errors(503, resource=RESOURCE, count=1000)
     store.update(tenant, lambda current: (cancel(current, reservation_id="r-1"), None))
     # Lose the lease only once the change's write has been tried (and refused): waiting on a
     # fixed sleep made the test depend on how loaded the machine was.
-    await _until(lambda: devapi.faults.snapshot()["errors"][0]["remaining"] < 1000)
+    await _until(lambda: kube.proxy.snapshot()["errors"][0]["remaining"] < 1000)
     store.set_leading(False)
-    devapi.faults.clear()
+    kube.proxy.clear()
     await store.transact(tenant, lambda ledger: (ledger, None))
     await drained(store)
-    assert sorted(stored_ledger(api_client, tenant).reservations) == ["r-1"]
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-1"]
     assert store.stats.replays_dropped == 1
+
+
+async def test_a_former_leader_writes_nothing_it_read_for_while_leading(
+    admin_client: Any, api_client: Any, kube: Cluster, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    """The lease goes while a controller change's read is in flight (the proxy holds the read
+    for a few seconds, as a slow API server would): once the read returns, the change is
+    dropped and counted, never written. It used to be written by the replica that no longer
+    led, racing the new leader's recount."""
+    store = new_store(api_client, stores)
+    store.set_leading(True)
+    await store.transact(tenant, booking("r-1"))
+    kube.proxy.add_latency(5.0, verb="get", resource=RESOURCE, count=1)
+    store.update(tenant, lambda current: (cancel(current, reservation_id="r-1"), None))
+    # The latency fault is used up when the read reaches the proxy: the read is in flight.
+    await _until(lambda: not kube.proxy.snapshot()["latencies"])
+    store.set_leading(False)
+    assert store.stats.replays_dropped == 0  # nothing was queued: it is in flight
+    await _until(lambda: store.stats.replays_dropped == 1)
+    await drained(store)
+    assert store.stats.replays == 0
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-1"]
 
 
 async def _until(check: Callable[[], bool], *, interval: float = 0.01) -> None:
@@ -653,7 +693,7 @@ def _patched(pod: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
 
 
 async def test_the_admitter_books_through_the_shared_ledger(
-    api_client: Any, stores: list[KubeLedgerStore]
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore]
 ) -> None:
     replica_a, replica_b = new_store(api_client, stores), new_store(api_client, stores)
     policy = make_policy()
@@ -668,18 +708,18 @@ async def test_the_admitter_books_through_the_shared_ledger(
     assert validated.allowed
     assert validated.audit_annotations["tier"] == "guaranteed"
 
-    ledger = stored_ledger(api_client, "team-a")
+    ledger = stored_ledger(admin_client, "team-a")
     [reservation] = ledger.reservations.values()
     assert reservation.pod_uid == "pod-1"
     assert reservation.amount["cpu"] == CPU
 
 
 async def test_validation_fails_closed_when_the_ledger_is_unavailable(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore]
+    api_client: Any, kube: Cluster, stores: list[KubeLedgerStore]
 ) -> None:
     admitter = PolicyAdmitter(make_policy(), new_store(api_client, stores))
     pod = stored_pod(make_pod(cpu="1"), pod_uid="pod-1")
-    devapi.faults.add_errors(503, resource=RESOURCE, count=1000)
+    kube.proxy.add_errors(503, resource=RESOURCE, count=1000)
 
     verdict = await admitter.validate(create(pod, uid="u-1"), now=1000.0)
 
@@ -692,10 +732,10 @@ async def test_validation_fails_closed_when_the_ledger_is_unavailable(
 
 
 async def test_mutation_fails_the_call_when_the_ledger_is_unavailable(
-    api_client: Any, devapi: DevAPIServer, stores: list[KubeLedgerStore]
+    api_client: Any, kube: Cluster, stores: list[KubeLedgerStore]
 ) -> None:
     # The webhook call then fails and the API server applies failurePolicy: Ignore.
     admitter = PolicyAdmitter(make_policy(), new_store(api_client, stores))
-    devapi.faults.add_errors(503, resource=RESOURCE, count=1000)
+    kube.proxy.add_errors(503, resource=RESOURCE, count=1000)
     with pytest.raises(LedgerUnavailable, match="cannot check the quota ledger"):
         await admitter.mutate(create(make_pod(cpu="1"), uid="u-1"), now=1000.0)

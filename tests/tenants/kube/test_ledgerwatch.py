@@ -1,21 +1,21 @@
 """Every replica's view follows the TenantLedger objects, and holds are stored as holds.
 
-Through the official client against the test API server: one store writes (a replica
-admitting, or the lease holder expiring), another only watches; its view, which ``/status``
-and the usage metrics show, follows within a watch event.
+Through the official client against the real API server, as tenantgate's ServiceAccount
+through the fault proxy: one store writes (a replica admitting, or the lease holder expiring),
+another only watches; its view, which ``/status`` and the usage metrics show, follows within a
+watch event. What was stored is read back as the admin.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tenants.decisions import PolicyAdmitter
-from tenants.kube.connection import ClusterTarget, Connection
+from tenants.kube.connection import Connection
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, StoredLedger
 from tenants.kube.ledgerwatch import LedgerWatch
 from tenants.ledger import expire
@@ -31,8 +31,7 @@ from tests.tenants.kube.test_ledgerstore import (
 
 pytestmark = pytest.mark.anyio
 
-# The ledger store tests' fixtures: the test API server with the CRD, and a client of it.
-devapi = test_ledgerstore.devapi
+# The ledger store tests' client: tenantgate's ServiceAccount, through the fault proxy.
 api_client = test_ledgerstore.api_client
 
 NOW = 1000.0
@@ -53,16 +52,14 @@ async def replicas(api_client: Any) -> AsyncIterator[list[KubeLedgerStore]]:
 
 @pytest.fixture
 async def watched(
-    kubeconfig: Path, replicas: list[KubeLedgerStore]
+    connection: Connection, replicas: list[KubeLedgerStore]
 ) -> AsyncIterator[KubeLedgerStore]:
     """The second replica, watching the ledgers into its view."""
-    connection = Connection.open(ClusterTarget("kubeconfig", "test", str(kubeconfig)))
     watch = LedgerWatch(connection, replicas[1], watch_timeout=5)
     watch.start(asyncio.get_running_loop())
     await until(lambda: watch.synced, "the first list")
     yield replicas[1]
     await watch.stop()
-    connection.close()
 
 
 async def until(check: Any, what: str) -> None:
@@ -74,7 +71,7 @@ async def until(check: Any, what: str) -> None:
 
 
 async def test_a_follower_sees_holds_become_reservations_and_expire(
-    api_client: Any, replicas: list[KubeLedgerStore], watched: KubeLedgerStore
+    admin_client: Any, replicas: list[KubeLedgerStore], watched: KubeLedgerStore
 ) -> None:
     writer = replicas[0]
     policy = make_policy()
@@ -84,14 +81,14 @@ async def test_a_follower_sees_holds_become_reservations_and_expire(
     rid = mutated.audit_annotations["reservation"]
 
     # Stored as a hold: no pod, the short TTL.
-    [hold] = stored_ledger(api_client, "team-a").reservations.values()
+    [hold] = stored_ledger(admin_client, "team-a").reservations.values()
     assert (hold.id, hold.pod_uid, hold.expires_at) == (rid, None, NOW + policy.hold_ttl)
     await until(lambda: rid in watched.get("team-a").reservations, "the follower to see it")
     assert watched.get("team-a").reservations[rid].held
 
     final = stored_pod(_patched(pod, mutated), pod_uid="pod-1")
     assert (await admitter.validate(create(final, uid="validate"), now=NOW + 1)).allowed
-    reservation = stored_ledger(api_client, "team-a").reservations[rid]
+    reservation = stored_ledger(admin_client, "team-a").reservations[rid]
     assert (reservation.pod_uid, reservation.expires_at) == ("pod-1", NOW + 1 + 120)
     await until(
         lambda: not watched.get("team-a").reservations[rid].held, "the follower to see it bound"

@@ -1,4 +1,11 @@
-"""Cluster sync against the test API server: pods, namespaces and priority classes in the ledger."""
+"""Cluster sync against the real control plane: pods, namespaces and priority classes in the
+ledger, watched as tenantgate's ServiceAccount through the fault proxy.
+
+The scene is set as the admin. Pods are real: the scheduler binds them to the simulated nodes
+and the simulated kubelet runs them. Namespaces outlive tests, so this module's are its own
+(``sync-*``); the cluster's own priority classes (the system ones, and tenantgate's from
+deploy/) are there from the start.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from classifier.quantities import Quantity
-from devapi import DevAPIServer
 from tenants.configfile import load_text
 from tenants.controller import LedgerController
 from tenants.kube.backoff import BackoffPolicy
@@ -20,6 +28,8 @@ from tenants.kube.sync import (
     priority_class_item,
 )
 from tenants.ledger import MemoryLedger
+from testcluster import Cluster
+from tests.tenants.kube.conftest import create_namespace
 
 CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -30,13 +40,14 @@ priorityClasses:
 profiles: {general: {}}
 tenants:
   team-a:
-    namespaces: [team-a]
+    namespaces: [sync-team-a]
     quota: {guaranteed: {cpu: "4"}}
   team-b:
     namespaceSelector: {matchLabels: {team: b}}
     quota: {guaranteed: {cpu: "8"}}
 """
-WAIT = 30.0
+WAIT = 60.0
+TEAM_A = "sync-team-a"
 
 
 async def eventually(check: Callable[[], bool], what: str) -> None:
@@ -69,6 +80,7 @@ class Harness:
         self.classes: list[PriorityClassTable] = []
         self.restarts: list[tuple[str, str]] = []
         connection = Connection.open(ClusterTarget("kubeconfig", "test", str(kubeconfig)))
+        self.host = connection.host  # the fault proxy
         self.sync = ClusterSync(
             connection,
             controller=self.controller,
@@ -94,12 +106,12 @@ def run(kubeconfig: Path, scenario: Callable[[Harness], Awaitable[None]]) -> Har
 
 
 def test_the_first_sync_charges_selector_tenants_and_reports_ready(
-    kubeconfig: Path, core: Any
+    tenantgate_kubeconfig: Path, core: Any
 ) -> None:
-    core.create_namespace({"metadata": {"name": "team-a"}})
-    core.create_namespace({"metadata": {"name": "b-one", "labels": {"team": "b"}}})
-    core.create_namespaced_pod("team-a", pod("a1", "1"))
-    core.create_namespaced_pod("b-one", pod("b1", "3"))
+    create_namespace(core, TEAM_A)
+    create_namespace(core, "sync-b-one", {"team": "b"})
+    core.create_namespaced_pod(TEAM_A, pod("a1", "1"))
+    core.create_namespaced_pod("sync-b-one", pod("b1", "3"))
 
     async def scenario(h: Harness) -> None:
         ready, detail = h.sync.readiness_detail()
@@ -108,125 +120,136 @@ def test_the_first_sync_charges_selector_tenants_and_reports_ready(
         await eventually(lambda: h.sync.synced, "the first sync")
         ready, detail = h.sync.readiness_detail()
         assert ready
-        assert "synced from http://127.0.0.1:" in detail
+        assert f"synced from {h.host}" in detail
         assert cpu(h.store, "team-a") == Quantity.parse("1")
         assert cpu(h.store, "team-b") == Quantity.parse("3")
 
-    harness = run(kubeconfig, scenario)
+    harness = run(tenantgate_kubeconfig, scenario)
     assert harness.controller.stats.unadmitted == {"team-a": 1, "team-b": 1}
 
 
-def test_pods_coming_going_and_finishing_are_followed(kubeconfig: Path, core: Any) -> None:
-    core.create_namespace({"metadata": {"name": "team-a"}})
+def test_pods_coming_going_and_finishing_are_followed(
+    tenantgate_kubeconfig: Path, core: Any
+) -> None:
+    create_namespace(core, TEAM_A)
 
     async def scenario(h: Harness) -> None:
         await eventually(lambda: h.sync.synced, "the first sync")
-        await asyncio.to_thread(core.create_namespaced_pod, "team-a", pod("p1", "1"))
-        await asyncio.to_thread(core.create_namespaced_pod, "team-a", pod("p2", "2"))
+        await asyncio.to_thread(core.create_namespaced_pod, TEAM_A, pod("p1", "1"))
+        await asyncio.to_thread(core.create_namespaced_pod, TEAM_A, pod("p2", "2"))
         await eventually(lambda: cpu(h.store, "team-a") == Quantity.parse("3"), "3 cpu")
         status = {"status": {"phase": "Succeeded"}}
-        await asyncio.to_thread(core.patch_namespaced_pod_status, "p1", "team-a", status)
+        await asyncio.to_thread(core.patch_namespaced_pod_status, "p1", TEAM_A, status)
         await eventually(lambda: cpu(h.store, "team-a") == Quantity.parse("2"), "2 cpu")
-        await asyncio.to_thread(core.delete_namespaced_pod, "p2", "team-a", grace_period_seconds=0)
+        await asyncio.to_thread(core.delete_namespaced_pod, "p2", TEAM_A, grace_period_seconds=0)
         await eventually(lambda: not h.store.get("team-a").charges, "no charges")
-        await asyncio.to_thread(core.delete_namespaced_pod, "p1", "team-a", grace_period_seconds=0)
+        await asyncio.to_thread(core.delete_namespaced_pod, "p1", TEAM_A, grace_period_seconds=0)
         await eventually(lambda: h.controller.pod_count == 0, "no pods tracked")
 
-    harness = run(kubeconfig, scenario)
-    assert harness.controller.stats.released == {"finished": 1, "deleted": 1}
+    harness = run(tenantgate_kubeconfig, scenario)
+    # Even with grace 0, the API server first writes the pod with its deletionTimestamp, then
+    # removes it (CheckGracefulDelete in pkg/registry/core/pod/strategy.go always takes the
+    # graceful path; updateForGracefulDeletionAndFinalizers in staging/src/k8s.io/apiserver/
+    # pkg/registry/generic/registry/store.go deletes at once after that update when the period
+    # is 0): the usage goes at that first event, as the quota evaluator stops counting a pod
+    # then (QuotaV1Pod in pkg/quota/v1/evaluator/core/pods.go).
+    assert harness.controller.stats.released == {"finished": 1, "terminating": 1}
     assert harness.store.get("team-a").guaranteed == {}
 
 
-def test_a_relabelled_namespace_moves_to_its_new_tenant(kubeconfig: Path, core: Any) -> None:
-    core.create_namespace({"metadata": {"name": "x"}})
-    core.create_namespaced_pod("x", pod("p", "2"))
+def test_a_relabelled_namespace_moves_to_its_new_tenant(
+    tenantgate_kubeconfig: Path, core: Any
+) -> None:
+    create_namespace(core, "sync-x")
+    core.create_namespaced_pod("sync-x", pod("p", "2"))
 
     async def scenario(h: Harness) -> None:
         await eventually(lambda: h.sync.synced, "the first sync")
         assert cpu(h.store, "team-b") == Quantity(0)
         labels = {"metadata": {"labels": {"team": "b"}}}
-        await asyncio.to_thread(core.patch_namespace, "x", labels)
+        await asyncio.to_thread(core.patch_namespace, "sync-x", labels)
         await eventually(lambda: cpu(h.store, "team-b") == Quantity.parse("2"), "moved in")
-        assert h.controller.namespace_labels("x") == {
+        assert h.controller.namespace_labels("sync-x") == {
             "team": "b",
-            "kubernetes.io/metadata.name": "x",
+            "kubernetes.io/metadata.name": "sync-x",
         }
-        await asyncio.to_thread(core.patch_namespace, "x", {"metadata": {"labels": {"team": "c"}}})
+        await asyncio.to_thread(
+            core.patch_namespace, "sync-x", {"metadata": {"labels": {"team": "c"}}}
+        )
         await eventually(lambda: cpu(h.store, "team-b") == Quantity(0), "moved out")
 
-    run(kubeconfig, scenario)
+    run(tenantgate_kubeconfig, scenario)
 
 
 def test_dropped_watches_and_expired_history_lose_nothing(
-    devapi: DevAPIServer, kubeconfig: Path, core: Any
+    kube: Cluster, tenantgate_kubeconfig: Path, core: Any
 ) -> None:
-    core.create_namespace({"metadata": {"name": "team-a"}})
+    create_namespace(core, TEAM_A)
     for index in range(3):
-        core.create_namespaced_pod("team-a", pod(f"old-{index}", "1"))
+        core.create_namespaced_pod(TEAM_A, pod(f"old-{index}", "1"))
 
     async def scenario(h: Harness) -> None:
         await eventually(lambda: h.sync.synced, "the first sync")
-        devapi.faults.drop_watches()
-        await asyncio.to_thread(core.create_namespaced_pod, "team-a", pod("new-0", "500m"))
-        await asyncio.to_thread(
-            core.delete_namespaced_pod, "old-0", "team-a", grace_period_seconds=0
-        )
+        kube.proxy.drop_watches()
+        await asyncio.to_thread(core.create_namespaced_pod, TEAM_A, pod("new-0", "500m"))
+        await asyncio.to_thread(core.delete_namespaced_pod, "old-0", TEAM_A, grace_period_seconds=0)
         await eventually(
             lambda: cpu(h.store, "team-a") == Quantity.parse("2500m"), "the dropped watch resumed"
         )
         # Stop the pods watch from catching up, change things, and forget the history.
-        devapi.faults.add_errors(503, verb="watch", resource="pods", count=1000)
-        devapi.faults.drop_watches()
-        await asyncio.to_thread(core.create_namespaced_pod, "team-a", pod("new-1", "250m"))
-        await asyncio.to_thread(
-            core.delete_namespaced_pod, "old-1", "team-a", grace_period_seconds=0
-        )
+        kube.proxy.add_errors(503, verb="watch", resource="pods", count=1000)
+        kube.proxy.drop_watches()
+        await asyncio.to_thread(core.create_namespaced_pod, TEAM_A, pod("new-1", "250m"))
+        await asyncio.to_thread(core.delete_namespaced_pod, "old-1", TEAM_A, grace_period_seconds=0)
         status = {"status": {"phase": "Failed"}}
-        await asyncio.to_thread(core.patch_namespaced_pod_status, "old-2", "team-a", status)
-        devapi.faults.compact_history()
-        devapi.faults.clear()
+        await asyncio.to_thread(core.patch_namespaced_pod_status, "old-2", TEAM_A, status)
+        kube.proxy.compact_history()
+        kube.proxy.clear()
         await eventually(
             lambda: cpu(h.store, "team-a") == Quantity.parse("750m"), "the relist after 410"
         )
-        live = await asyncio.to_thread(core.list_namespaced_pod, "team-a")
+        live = await asyncio.to_thread(core.list_namespaced_pod, TEAM_A)
         running = {p.metadata.uid for p in live.items if p.status.phase != "Failed"}
         assert set(h.store.get("team-a").charges) == running
         assert len(running) == 2
         assert h.controller.recount(now=0).repaired is False
 
-    harness = run(kubeconfig, scenario)
+    harness = run(tenantgate_kubeconfig, scenario)
     assert ("pods", "expired") in harness.restarts
     assert harness.sync.status()["pods"].lists >= 2
 
 
-def test_priority_classes_are_reported_as_a_table(kubeconfig: Path) -> None:
-    from kubernetes import client
-
-    from tests.tenants.kube.conftest import new_api_client
-
-    api_client = new_api_client(kubeconfig)
-    scheduling: Any = client.SchedulingV1Api(api_client)
+def test_priority_classes_are_reported_as_a_table(
+    tenantgate_kubeconfig: Path, admin_client: Any
+) -> None:
+    """The cluster starts with the API server's own classes (created at startup by
+    pkg/registry/scheduling/rest/storage_scheduling.go) and deploy/'s, tenant-burst included,
+    so the class this test adds and removes is its own."""
+    scheduling: Any = client.SchedulingV1Api(admin_client)
 
     async def scenario(h: Harness) -> None:
         await eventually(lambda: h.sync.synced, "the first sync")
-        assert set(h.sync.priority_classes) == {"system-cluster-critical", "system-node-critical"}
+        assert {"system-cluster-critical", "system-node-critical"} <= set(h.sync.priority_classes)
+        burst = h.sync.priority_classes["tenant-burst"]  # installed from deploy/webhooks
+        assert (burst.value, burst.preemptionPolicy) == (10, "Never")
+        assert "sync-test-class" not in h.sync.priority_classes
         body = {
-            "metadata": {"name": "tenant-burst"},
-            "value": 10,
+            "metadata": {"name": "sync-test-class"},
+            "value": 7,
             "preemptionPolicy": "Never",
         }
         await asyncio.to_thread(scheduling.create_priority_class, body)
-        await eventually(lambda: "tenant-burst" in h.sync.priority_classes, "the new class")
-        burst = h.sync.priority_classes["tenant-burst"]
-        assert (burst.value, burst.preemptionPolicy) == (10, "Never")
-        await asyncio.to_thread(scheduling.delete_priority_class, "tenant-burst")
-        await eventually(lambda: "tenant-burst" not in h.sync.priority_classes, "deleted")
+        await eventually(lambda: "sync-test-class" in h.sync.priority_classes, "the new class")
+        added = h.sync.priority_classes["sync-test-class"]
+        assert (added.value, added.preemptionPolicy) == (7, "Never")
+        await asyncio.to_thread(scheduling.delete_priority_class, "sync-test-class")
+        await eventually(lambda: "sync-test-class" not in h.sync.priority_classes, "deleted")
 
-    harness = run(kubeconfig, scenario)
-    api_client.close()
+    harness = run(tenantgate_kubeconfig, scenario)
     assert len(harness.classes) == 3
-    assert "tenant-burst" in harness.classes[1]
-    assert "tenant-burst" not in harness.classes[2]
+    assert "sync-test-class" not in harness.classes[0]
+    assert "sync-test-class" in harness.classes[1]
+    assert "sync-test-class" not in harness.classes[2]
 
 
 def test_converters_ignore_what_they_cannot_use() -> None:
