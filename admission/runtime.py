@@ -560,7 +560,7 @@ class Runtime:
             self._spawn(self._freeze_when_synced(), "gc-freeze")
         if self.ledger_watch is not None:
             self.ledger_watch.start(loop)
-        else:
+        if self.sync is None:
             logger.warning(
                 "running OFFLINE: %s (no --kubeconfig, KUBECONFIG or in-cluster service "
                 "account); the ledger counts admissions only and releases them after "

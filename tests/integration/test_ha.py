@@ -739,6 +739,27 @@ def test_replicas_name_themselves_in_the_lease(cluster: HACluster) -> None:
     assert [r.metrics().get("tenantgate_leader") for r in followers] == [0.0, 0.0]
 
 
+def test_one_replica_on_the_memory_backend_admits_the_ceiling_and_says_it_is_connected(
+    kube: Cluster, kube_cert_dir: Path, tmp_path: Path
+) -> None:
+    """The benchmark's baseline: the memory ledger has no TenantLedger watch, and a replica
+    connected to the cluster must not log that it runs offline (it did, from 0639dd2 on)."""
+    with ha_cluster(
+        kube,
+        tmp_path,
+        cert_dir=kube_cert_dir,
+        replicas=1,
+        guaranteed=4,
+        ceiling=10,
+        backend="memory",
+    ) as cluster:
+        outcomes = create_all(cluster, [f"p-{n}" for n in range(30)], during=lambda *_: None)
+        assert outcomes == {"created": 10, "denied": 20}
+        (replica,) = cluster.replicas
+        assert replica.metrics()["tenantgate_cluster_synced"] == 1.0
+        assert not [line for line in replica.process.lines if "OFFLINE" in line]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m tests.integration.test_ha``: run the scenario once and print its figures.
 
