@@ -2,9 +2,10 @@
 
 Runs the scenario of ``tests/integration/test_ha.py`` (the real control plane, tenantgate
 processes behind its TCP balancer, concurrent pod creates for one tenant whose ceiling admits
-exactly N) in a subprocess per variant, each starting its own control plane, and reports each one's creates per second and ledger
-counters: one replica on the memory backend (the baseline), three replicas sharing
-``TenantLedger`` objects, and three replicas under conflict storms.
+exactly N) in a subprocess per variant, each starting its own control plane, and reports
+each one's creates per second and ledger counters: one replica on the memory backend (the
+baseline), three replicas sharing ``TenantLedger`` objects, and three replicas under conflict
+storms.
 """
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ class Running:
                 # then removed (Store.Delete -> updateForGracefulDeletionAndFinalizers in
                 # k8s.io/apiserver/pkg/registry/generic/registry/store.go; the grace comes from
                 # CheckGracefulDelete in pkg/registry/core/pod/strategy.go): from that first
-                # event it no longer runs, as for the quota evaluator. devapi removed it at once.
+                # event it no longer runs, as for the quota evaluator. The Python test API server
+                # removed it at once.
                 self._pods[name] = not gated(item) and not item["metadata"].get("deletionTimestamp")
             self.most = max(self.most, sum(self._pods.values()))
 
@@ -153,8 +154,9 @@ def create(core: Any, name: str) -> None:
 def cluster(kube: Cluster, kube_cert_dir: Path, tmp_path: Path) -> Iterator[HACluster]:
     # The replicas release pods as the shipped ServiceAccount, the default gate owner: the
     # webhook sees the token's user, system:serviceaccount:<namespace>:<name> (MakeUsername in
-    # k8s.io/apiserver/pkg/authentication/serviceaccount/util.go). devapi's kubeconfig made
-    # them kubernetes-admin, so the test used to name that user the gate owner.
+    # k8s.io/apiserver/pkg/authentication/serviceaccount/util.go). The Python test API
+    # server's kubeconfig made them kubernetes-admin, so the test used to name that user the
+    # gate owner.
     with ha_cluster(
         kube, tmp_path, cert_dir=kube_cert_dir, guaranteed=ROOM, ceiling=ROOM, config=CONFIG
     ) as running:
