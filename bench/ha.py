@@ -1,10 +1,11 @@
 """Several replicas: throughput and compare-and-swap retries of the shared ledger.
 
-Runs the scenario of ``tests/integration/test_ha.py`` (the test API server, tenantgate
-processes behind a TCP round-robin, concurrent pod creates for one tenant whose ceiling admits
-exactly N) in a subprocess per variant, and reports each one's creates per second and ledger
-counters: one replica on the memory backend (the baseline), three replicas sharing
-``TenantLedger`` objects, and three replicas under conflict storms.
+Runs the scenario of ``tests/integration/test_ha.py`` (the real control plane, tenantgate
+processes behind its TCP balancer, concurrent pod creates for one tenant whose ceiling admits
+exactly N) in a subprocess per variant, each starting its own control plane, and reports
+each one's creates per second and ledger counters: one replica on the memory backend (the
+baseline), three replicas sharing ``TenantLedger`` objects, and three replicas under conflict
+storms.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Queue mode: release latency, controller CPU per re-evaluation, admission CPU, memory.
 
-* **Release latency**: tenantgate (in this process, real TLS) and the test API server; one
-  tenant with room for ``room`` pods and 1,000 more queued. Each sample deletes one running
+* **Release latency**: tenantgate (in this process, real TLS) on the real control plane
+  (testcluster: etcd, kube-apiserver, the scheduler, simulated nodes); one tenant with room for
+  ``room`` pods and 1,000 more queued. Each sample deletes one running
   pod and times until a watch shows its successor without the gate. p50 and p99.
 * **Re-evaluation CPU**: the release planner on one tenant's queue of 100 to 10,000 pods (three
   priorities, four request sizes), each evaluation releasing the one pod that fits after a
@@ -184,74 +185,57 @@ def admission_cpu(*, pairs: int = 400, waiting: int = 100) -> dict[str, float]:
 
 
 def release_latency(*, room: int = 20, waiting: int = 1000, samples: int = 50) -> dict[str, Any]:
-    """Deletion of a running pod -> its successor ungated, through the real stack."""
-    import certs
+    """Deletion of a running pod -> its successor ungated, on the real control plane.
+
+    tenantgate runs in this process with the shipped ServiceAccount's token, straight to
+    kube-apiserver (no fault proxy: nothing is injected here, and the proxy would add its own
+    hop to every watch event); kube-apiserver calls it through the cluster's balancer.
+    """
     from admission.runtime import Timings
     from admission.settings import Settings
-    from devapi import DevAPIServer
-    from tests.integration.harness import WEBHOOKS, Tenantgate
+    from tests.integration.harness import Tenantgate, installed_cluster, wait_webhooks_active
 
-    with tempfile.TemporaryDirectory() as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="tenantgate-queue-") as scratch,
+        installed_cluster(Path(scratch) / "kube") as (cluster, cert_dir),
+    ):
         directory = Path(scratch)
-        cert_dir = directory / "certs"
-        certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
         config_file = directory / "tenantgate.yaml"
         config_file.write_text(QUEUE_CONFIG.format(room=room, pending=waiting + room))
-        manifests = [
-            WEBHOOKS / "namespace.yaml",
-            WEBHOOKS / "priorityclass-tenant-burst.yaml",
-            WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
-        ]
-        with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
-            kubeconfig = api.write_kubeconfig(directory / "kubeconfig")
-            settings = Settings(
-                config=config_file,
-                cert_dir=cert_dir,
-                host="127.0.0.1",
-                port=0,
-                metrics_host="127.0.0.1",
-                metrics_port=0,
-                kubeconfig=kubeconfig,
-                shutdown_grace_seconds=1,
-                gate_owner="kubernetes-admin",
-                log_level="warning",
-            )
-            timings = Timings(sweep_seconds=1, recount_seconds=3600, watch_timeout_seconds=60)
-            with Tenantgate(settings, timings=timings) as tenantgate:
-                return _measure_release(
-                    kubeconfig,
-                    cert_dir,
-                    tenantgate.url,
-                    room=room,
-                    waiting=waiting,
-                    samples=samples,
-                )
+        settings = Settings(
+            config=config_file,
+            cert_dir=cert_dir,
+            host="127.0.0.1",
+            port=0,
+            metrics_host="127.0.0.1",
+            metrics_port=0,
+            kubeconfig=cluster.tenantgate_kubeconfig(
+                directory / "tenantgate.kubeconfig", through_proxy=False
+            ),
+            shutdown_grace_seconds=1,
+            log_level="warning",
+        )
+        timings = Timings(sweep_seconds=1, recount_seconds=3600, watch_timeout_seconds=60)
+        with Tenantgate(settings, timings=timings) as tenantgate:
+            cluster.serve([tenantgate.port])
+            tenantgate.wait_ready()
+            kubeconfig = cluster.plane.admin_kubeconfig
+            wait_webhooks_active(kubeconfig, [tenantgate.metrics_url])
+            try:
+                return _measure_release(kubeconfig, room=room, waiting=waiting, samples=samples)
+            finally:
+                cluster.unregister_webhooks()
 
 
-def _measure_release(
-    kubeconfig: Path, cert_dir: Path, url: str, *, room: int, waiting: int, samples: int
-) -> dict[str, Any]:
+def _measure_release(kubeconfig: Path, *, room: int, waiting: int, samples: int) -> dict[str, Any]:
     from kubernetes import client
 
-    import certs
-    from tests.integration.harness import api_client, register_webhooks
+    from tests.integration.harness import api_client, create_namespace
 
-    register_webhooks(
-        kubeconfig, url=url, ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes()
-    )
     api = api_client(kubeconfig)
     core: Any = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": "team-q"}})
-    deadline = time.monotonic() + 60
-    while True:  # until tenantgate has synced (it answers 503 before)
-        try:
-            core.create_namespaced_pod("team-q", _pod("p-00000"))
-            break
-        except client.ApiException as exc:
-            if exc.status not in (409, 503) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    for index in range(1, room + waiting):
+    create_namespace(core, {"metadata": {"name": "team-q"}})
+    for index in range(room + waiting):
         core.create_namespaced_pod("team-q", _pod(f"p-{index:05d}"))
 
     def gated(name: str) -> bool:

@@ -37,6 +37,7 @@ import certs
 from admission.runtime import Runtime, Timings, build_runtime
 from admission.server import Endpoints, WebhookServer
 from admission.settings import Settings
+from testcluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOKS = ROOT / "deploy" / "webhooks"
@@ -478,3 +479,15 @@ def pod(
             ]
         },
     }
+
+
+@contextmanager
+def installed_cluster(workdir: Path) -> Iterator[tuple[Cluster, Path]]:
+    """The real control plane with tenantgate installed, outside pytest (``python -m``, the
+    benchmarks): what the session fixture ``kube_cluster`` builds. Yields the cluster and the
+    serving certificate's directory (the installed caBundle trusts it)."""
+    with Cluster(workdir) as cluster:
+        cert_dir = workdir / "tenantgate-certs"
+        certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
+        cluster.install(ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes())
+        yield cluster, cert_dir

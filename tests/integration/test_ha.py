@@ -1,12 +1,14 @@
-"""Three tenantgate processes sharing one quota ledger, against the test API server.
+"""Three tenantgate processes sharing one quota ledger, on the real control plane.
 
-Three real ``tenantgate serve`` processes (real TLS, ``ledger.backend: kubernetes``) sit behind
-a TCP round-robin (TLS passes through, as with a Service); the test API server calls them for
-every pod create. 600 creates race for a tenant whose ceiling allows exactly ``N`` pods:
-exactly ``N`` are admitted with the right tiers, and the TenantLedger object equals the truth
-after the lease holder's next recount — also under conflict storms, and with the leader killed
-mid-run. A second test kills the leader while reservations are in flight: another replica takes
-the Lease and those reservations are released exactly once.
+Three real ``tenantgate serve`` processes (real TLS, ``ledger.backend: kubernetes``, the shipped
+ServiceAccount's token through the fault proxy) sit behind the cluster's TCP balancer (TLS
+passes through, as with a Service); kube-apiserver calls them for every pod create. 600 creates
+race for a tenant whose ceiling allows exactly ``N`` pods: exactly ``N`` are admitted with the
+right tiers, and the TenantLedger (a custom resource, written by compare-and-swap on its
+resourceVersion in etcd) equals the truth after the lease holder's next recount; also under
+conflict storms, and with the leader SIGKILLed mid-run. A second test kills the leader while
+reservations are in flight: another replica takes the coordination.k8s.io Lease and those
+reservations are released exactly once.
 
 :func:`run_ha_scenario` is also what the benchmark calls to report throughput and
 compare-and-swap retries next to the single-replica memory backend.
@@ -15,7 +17,6 @@ compare-and-swap retries next to the single-replica memory backend.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import random
@@ -42,10 +43,16 @@ from prometheus_client.parser import text_string_to_metric_families
 import certs
 from classifier.quantities import Quantity
 from classifier.resources import pod_requests
-from devapi import DevAPIServer
 from tenants.kube.ledgerstore import GROUP, PLURAL, VERSION
 from tenants.ledger import ledger_from_json
-from tests.integration.harness import WEBHOOKS, eventually, register_webhooks
+from testcluster import Cluster
+from tests.integration.harness import (
+    api_client,
+    create_namespace,
+    eventually,
+    installed_cluster,
+    wait_webhooks_active,
+)
 from tests.tlsclient import ServerProcess, client_context, start_process
 
 NAMESPACE = "team-a"
@@ -54,6 +61,9 @@ RESOURCE = f"{PLURAL}.{GROUP}"
 LEASE = ("tenantgate-system", "tenantgate-controller")
 WAIT = 90.0
 TTL_SECONDS = 8
+# 600 creates through kube-apiserver and two webhooks on a small machine take minutes, not
+# seconds: the waits are generous, and no figure here is a timing threshold.
+pytestmark = pytest.mark.timeout(900)
 
 CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -82,89 +92,6 @@ ENVIRONMENT = {
     "TENANTGATE_LEASE_RETRY_PERIOD_SECONDS": "0.5",
     "TENANTGATE_NAMESPACE": "tenantgate-system",
 }
-
-
-# --------------------------------------------------------------------------- round robin
-
-
-class RoundRobin:
-    """A TCP proxy handing each new connection to the next live backend (TLS passes through).
-
-    Like kube-proxy in front of a Service: a connection sticks to one replica; a replica that
-    refuses connections is skipped; connections to a killed replica break.
-    """
-
-    def __init__(self, ports: list[int]) -> None:
-        self.ports = list(ports)
-        self.port = 0
-        self.connections: Counter[int] = Counter()
-        self._next = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._started = threading.Event()
-        self._stop: asyncio.Event | None = None
-
-    def start(self) -> RoundRobin:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-        self._thread.start()
-        if not self._started.wait(WAIT):
-            raise RuntimeError("the round-robin proxy did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(WAIT)
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._started.set()
-        async with self._server:
-            await self._stop.wait()
-
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        for _ in range(len(self.ports)):
-            port = self.ports[self._next % len(self.ports)]
-            self._next += 1
-            try:
-                streams = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                continue
-            self.connections[port] += 1
-            return streams
-        return None
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream = await self._connect()
-        if upstream is None:
-            writer.close()
-            return
-        up_reader, up_writer = upstream
-
-        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-            try:
-                while data := await source.read(65536):
-                    sink.write(data)
-                    await sink.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                with contextlib.suppress(Exception):
-                    sink.close()
-
-        # The proxy stopping with this connection open cancels this task, the top of its
-        # stack: ending it quietly keeps asyncio from logging the cancellation as an error.
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
 # --------------------------------------------------------------------------- the replicas
@@ -209,19 +136,31 @@ class Replica:
     def ready(self) -> bool:
         return self.get("/readyz")[0] == 200
 
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
+
 
 @dataclass
-class Cluster:
-    """The test API server, the replicas and the round robin in front of them."""
+class HACluster:
+    """tenantgate's replicas on the real control plane, behind its balancer."""
 
-    api: DevAPIServer
-    kubeconfig: Path
+    kube: Cluster
     cert_dir: Path
     replicas: list[Replica]
-    proxy: RoundRobin
     guaranteed: int
     ceiling: int
     reader: Any = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The cluster admin's: what the tests act as (straight to kube-apiserver)."""
+        return self.kube.plane.admin_kubeconfig
+
+    @property
+    def connections(self) -> Counter[int]:
+        """Connections the API server opened to each replica's webhook port."""
+        return self.kube.balancer.connections
 
     def close(self) -> None:
         if self.reader is not None:
@@ -313,80 +252,73 @@ def start_replica(
 
 @contextlib.contextmanager
 def ha_cluster(
+    kube: Cluster,
     directory: Path,
     *,
+    cert_dir: Path,
     replicas: int = 3,
     guaranteed: int,
     ceiling: int,
     backend: str = "kubernetes",
     config: str = CONFIG,
     environment: dict[str, str] | None = None,
-) -> Iterator[Cluster]:
-    """The test API server with the CRD, ``replicas`` tenantgate processes, webhooks registered.
+) -> Iterator[HACluster]:
+    """``replicas`` tenantgate processes on the real control plane ``kube``, the webhooks
+    registered and called through its balancer; stopped and unregistered on the way out.
 
-    ``backend: memory`` (one replica) is the single-process baseline the benchmark compares with.
-    ``config`` is formatted with ``ttl``, ``guaranteed``, ``ceiling`` and ``backend``;
-    ``environment`` is added to the replicas'.
+    Each replica runs with a token of the shipped ServiceAccount through the fault proxy (the
+    shipped RBAC applies, faults reach it) and serves the certificate in ``cert_dir``, which
+    the installed caBundle trusts. ``backend: memory`` (one replica) is the single-process
+    baseline the benchmark compares with. ``config`` is formatted with ``ttl``, ``guaranteed``,
+    ``ceiling`` and ``backend``; ``environment`` is added to the replicas'.
     """
     if backend == "memory" and replicas != 1:
         raise ValueError("the memory backend serves one replica only")
-    manifests = [
-        WEBHOOKS / "namespace.yaml",
-        WEBHOOKS / "priorityclass-tenant-burst.yaml",
-        WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
-        WEBHOOKS / "overlays" / "ha" / "crd-tenantledger.yaml",
-    ]
-    cert_dir = directory / "certs"
-    certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
     config_file = directory / "tenantgate.yaml"
     config_file.write_text(
         config.format(ttl=TTL_SECONDS, guaranteed=guaranteed, ceiling=ceiling, backend=backend)
     )
-    with DevAPIServer(bookmark_interval=0.5, manifests=manifests) as api:
-        api.registry.bootstrap(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        kubeconfig = api.write_kubeconfig(directory / "kubeconfig")
-        running: list[Replica] = []
-        proxy: RoundRobin | None = None
-        try:
-            with ThreadPoolExecutor(replicas) as pool:
-                running = list(
-                    pool.map(
-                        lambda n: start_replica(
-                            f"replica-{n}",
-                            config_file=config_file,
-                            cert_dir=cert_dir,
-                            kubeconfig=kubeconfig,
-                            environment=environment,
-                        ),
-                        range(replicas),
-                    )
+    admin = api_client(kube.plane.admin_kubeconfig)
+    try:
+        create_namespace(client.CoreV1Api(admin), {"metadata": {"name": NAMESPACE}})
+    finally:
+        admin.close()
+    kubeconfig = kube.tenantgate_kubeconfig(directory / "tenantgate.kubeconfig")
+    running: list[Replica] = []
+    try:
+        with ThreadPoolExecutor(replicas) as pool:
+            running = list(
+                pool.map(
+                    lambda n: start_replica(
+                        f"replica-{n}",
+                        config_file=config_file,
+                        cert_dir=cert_dir,
+                        kubeconfig=kubeconfig,
+                        environment=environment,
+                    ),
+                    range(replicas),
                 )
-            proxy = RoundRobin([r.port for r in running]).start()
-            register_webhooks(
-                kubeconfig,
-                url=proxy.url,
-                ca_bundle=certs.MaterialPaths(cert_dir).ca_cert.read_bytes(),
             )
-            for replica in running:
-                eventually(replica.ready, f"{replica.name} to be ready", timeout=WAIT)
-            cluster = Cluster(api, kubeconfig, cert_dir, running, proxy, guaranteed, ceiling)
-            try:
-                if backend == "kubernetes":
-                    eventually(lambda: _has_leader(cluster), "a leader", timeout=WAIT)
-                yield cluster
-            finally:
-                cluster.close()
+        kube.serve([r.port for r in running])
+        for replica in running:
+            eventually(replica.ready, f"{replica.name} to be ready", timeout=WAIT)
+        wait_webhooks_active(kube.plane.admin_kubeconfig, [r.metrics_url for r in running])
+        cluster = HACluster(kube, cert_dir, running, guaranteed, ceiling)
+        try:
+            if backend == "kubernetes":
+                eventually(lambda: _has_leader(cluster), "a leader", timeout=WAIT)
+            yield cluster
         finally:
-            if proxy is not None:
-                proxy.stop()
-            for replica in running:
-                replica.process.stop()
-                (directory / f"{replica.name}.log").write_text("".join(replica.process.lines))
+            cluster.close()
+    finally:
+        kube.unregister_webhooks()
+        kube.balancer.set_backends([])
+        for replica in running:
+            replica.process.stop()
+            (directory / f"{replica.name}.log").write_text("".join(replica.process.lines))
 
 
-def replica_warnings(cluster: Cluster, *, last: int = 20) -> str:
+def replica_warnings(cluster: HACluster, *, last: int = 20) -> str:
     """The replicas' last warnings and errors, for a failure message (CI keeps nothing else)."""
     lines = [
         f"{replica.name}: {line.rstrip()}"
@@ -397,7 +329,7 @@ def replica_warnings(cluster: Cluster, *, last: int = 20) -> str:
     return "\n".join(lines[-last:])
 
 
-def _recounts(cluster: Cluster) -> float:
+def _recounts(cluster: HACluster) -> float:
     """Full recounts run so far by the live replicas (only a lease holder runs them)."""
     return sum(
         r.metrics().get("tenantgate_ledger_recounts_total", 0.0)
@@ -406,7 +338,7 @@ def _recounts(cluster: Cluster) -> float:
     )
 
 
-def _has_leader(cluster: Cluster) -> bool:
+def _has_leader(cluster: HACluster) -> bool:
     try:
         cluster.leader()
     except (AssertionError, client.ApiException):
@@ -509,7 +441,7 @@ class ScenarioResult:
 
 
 def create_all(
-    cluster: Cluster,
+    cluster: HACluster,
     names: list[str],
     *,
     during: Callable[[int, int], None],
@@ -538,7 +470,7 @@ def create_all(
 
 
 def run_ha_scenario(
-    cluster: Cluster,
+    cluster: HACluster,
     *,
     pods: int = 600,
     storms: int = 0,
@@ -563,7 +495,7 @@ def run_ha_scenario(
         with storm_lock:
             if storm_points and created >= storm_points[0]:
                 storm_points.pop(0)
-                cluster.api.faults.conflict_storm(RESOURCE, count=25)
+                cluster.kube.proxy.conflict_storm(RESOURCE, count=25)
         if kill_leader_after is not None and done >= kill_leader_after and not killed.is_set():
             killed.set()
             cluster.leader().kill()
@@ -575,7 +507,7 @@ def run_ha_scenario(
         # Whatever the creates left of the last storm would fall on the lease holder's changes
         # alone (ten refused writes per try, tries spaced up to 10 s apart): refusals no real
         # cluster produces once its writers have stopped.
-        cluster.api.faults.clear()
+        cluster.kube.proxy.clear()
     assert len(cluster.pods()) == outcomes["created"]
     assert outcomes["created"] <= cluster.ceiling, "over-admission"
 
@@ -601,7 +533,7 @@ def run_ha_scenario(
     )
 
 
-def truth(cluster: Cluster) -> dict[str, dict[str, int]]:
+def truth(cluster: HACluster) -> dict[str, dict[str, int]]:
     """Usage by tier as the live pods say (a pod without a tier label was booked guaranteed)."""
     nanos: dict[str, Counter[str]] = {"guaranteed": Counter(), "burst": Counter()}
     for stored in cluster.pods():
@@ -611,7 +543,7 @@ def truth(cluster: Cluster) -> dict[str, dict[str, int]]:
     return {tier: {k: v for k, v in sums.items() if v} for tier, sums in nanos.items()}
 
 
-def stored_usage(cluster: Cluster) -> dict[str, dict[str, int]]:
+def stored_usage(cluster: HACluster) -> dict[str, dict[str, int]]:
     used = cluster.ledger_status().get("used") or {}
     return {
         tier: {name: Quantity.parse(text).nanos for name, text in (used.get(tier) or {}).items()}
@@ -619,7 +551,7 @@ def stored_usage(cluster: Cluster) -> dict[str, dict[str, int]]:
     }
 
 
-def check_outcome(cluster: Cluster) -> None:
+def check_outcome(cluster: HACluster) -> None:
     """Exactly the ceiling admitted, the right tiers, and the ledger equal to the truth."""
     pods = cluster.pods()
     assert len(pods) == cluster.ceiling
@@ -660,17 +592,17 @@ def check_outcome(cluster: Cluster) -> None:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with ha_cluster(tmp_path, guaranteed=40, ceiling=100) as running:
+def cluster(kube: Cluster, kube_cert_dir: Path, tmp_path: Path) -> Iterator[HACluster]:
+    with ha_cluster(kube, tmp_path, cert_dir=kube_cert_dir, guaranteed=40, ceiling=100) as running:
         yield running
 
 
-def test_600_concurrent_creates_admit_exactly_the_ceiling(cluster: Cluster) -> None:
+def test_600_concurrent_creates_admit_exactly_the_ceiling(cluster: HACluster) -> None:
     result = run_ha_scenario(cluster, pods=600)
     check_outcome(cluster)
     # Every replica answered reviews and wrote the shared ledger.
-    assert all(c > 0 for c in cluster.proxy.connections.values())
-    assert len(cluster.proxy.connections) == 3
+    assert all(c > 0 for c in cluster.connections.values())
+    assert len(cluster.connections) == 3
     assert result.total("tenantgate_ledger_cas_writes_total") > 0
     # Group commit: far fewer writes than the changes they carried.
     assert result.total("tenantgate_ledger_cas_writes_total") < result.total(
@@ -678,13 +610,13 @@ def test_600_concurrent_creates_admit_exactly_the_ceiling(cluster: Cluster) -> N
     )
 
 
-def test_600_creates_under_conflict_storms(cluster: Cluster) -> None:
+def test_600_creates_under_conflict_storms(cluster: HACluster) -> None:
     result = run_ha_scenario(cluster, pods=600, storms=4)
     check_outcome(cluster)
     assert result.total("tenantgate_ledger_cas_conflicts_total") >= 4 * 25 * 0.5
 
 
-def test_600_creates_with_the_leader_killed_mid_run(cluster: Cluster) -> None:
+def test_600_creates_with_the_leader_killed_mid_run(cluster: HACluster) -> None:
     first = cluster.leader()
     result = run_ha_scenario(cluster, pods=600, kill_leader_after=150)
     assert not first.alive
@@ -694,7 +626,7 @@ def test_600_creates_with_the_leader_killed_mid_run(cluster: Cluster) -> None:
 
 
 def test_a_new_leader_releases_the_old_leaders_reservations_exactly_once(
-    cluster: Cluster,
+    cluster: HACluster,
 ) -> None:
     # Reservations nobody will confirm: mutations whose pods are never created.
     orphans = 7
@@ -732,7 +664,7 @@ def test_a_new_leader_releases_the_old_leaders_reservations_exactly_once(
     assert new.metrics().get("tenantgate_leader") == 1.0
 
 
-def _has_other_leader(cluster: Cluster, old: Replica) -> bool:
+def _has_other_leader(cluster: HACluster, old: Replica) -> bool:
     try:
         return cluster.leader() is not old
     except (AssertionError, client.ApiException):
@@ -771,11 +703,11 @@ def mutate(replica: Replica, context: Any, *, uid: str) -> dict[str, Any]:
 
 
 def test_an_unreachable_ledger_fails_closed_with_a_message_that_says_so(
-    cluster: Cluster,
+    cluster: HACluster,
 ) -> None:
     # The mutating webhook's call fails (failurePolicy: Ignore skips it); the validating one
     # denies, saying why.
-    cluster.api.faults.add_errors(503, resource=RESOURCE, count=100_000)
+    cluster.kube.proxy.add_errors(503, resource=RESOURCE, count=100_000)
     api = cluster.api_client()
     try:
         core: Any = client.CoreV1Api(api)
@@ -783,7 +715,7 @@ def test_an_unreachable_ledger_fails_closed_with_a_message_that_says_so(
             core.create_namespaced_pod(NAMESPACE, pod("unlucky"))
     finally:
         api.close()
-        cluster.api.faults.clear()
+        cluster.kube.proxy.clear()
     assert raised.value.status == 503
     message = json.loads(raised.value.body or "{}")["message"]
     assert message.startswith(
@@ -800,11 +732,32 @@ def test_an_unreachable_ledger_fails_closed_with_a_message_that_says_so(
         core_api.close()
 
 
-def test_replicas_name_themselves_in_the_lease(cluster: Cluster) -> None:
+def test_replicas_name_themselves_in_the_lease(cluster: HACluster) -> None:
     holder = cluster.lease()["spec"]["holderIdentity"]
     assert any(holder.startswith(f"{r.name}_") for r in cluster.replicas)
     followers = [r for r in cluster.replicas if r is not cluster.leader()]
     assert [r.metrics().get("tenantgate_leader") for r in followers] == [0.0, 0.0]
+
+
+def test_one_replica_on_the_memory_backend_admits_the_ceiling_and_says_it_is_connected(
+    kube: Cluster, kube_cert_dir: Path, tmp_path: Path
+) -> None:
+    """The benchmark's baseline: the memory ledger has no TenantLedger watch, and a replica
+    connected to the cluster must not log that it runs offline (it did, from 0639dd2 on)."""
+    with ha_cluster(
+        kube,
+        tmp_path,
+        cert_dir=kube_cert_dir,
+        replicas=1,
+        guaranteed=4,
+        ceiling=10,
+        backend="memory",
+    ) as cluster:
+        outcomes = create_all(cluster, [f"p-{n}" for n in range(30)], during=lambda *_: None)
+        assert outcomes == {"created": 10, "denied": 20}
+        (replica,) = cluster.replicas
+        assert replica.metrics()["tenantgate_cluster_synced"] == 1.0
+        assert not [line for line in replica.process.lines if "OFFLINE" in line]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -825,8 +778,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="tenantgate-ha-") as directory,
+        installed_cluster(Path(directory) / "kube") as (kube, cert_dir),
         ha_cluster(
+            kube,
             Path(directory),
+            cert_dir=cert_dir,
             replicas=args.replicas,
             guaranteed=args.guaranteed,
             ceiling=args.ceiling,

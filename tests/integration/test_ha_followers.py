@@ -18,14 +18,23 @@ import pytest
 from kubernetes import client
 
 import certs
+from testcluster import Cluster
 from tests.integration.harness import eventually
-from tests.integration.test_ha import CONFIG, NAMESPACE, Cluster, Replica, ha_cluster, mutate, pod
+from tests.integration.test_ha import (
+    CONFIG,
+    NAMESPACE,
+    HACluster,
+    Replica,
+    ha_cluster,
+    mutate,
+    pod,
+)
 from tests.tlsclient import client_context
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with ha_cluster(tmp_path, guaranteed=40, ceiling=100) as running:
+def cluster(kube: Cluster, kube_cert_dir: Path, tmp_path: Path) -> Iterator[HACluster]:
+    with ha_cluster(kube, tmp_path, cert_dir=kube_cert_dir, guaranteed=40, ceiling=100) as running:
         yield running
 
 
@@ -36,7 +45,7 @@ def tenant_status(replica: Replica) -> dict[str, Any]:
     return document
 
 
-def test_every_replica_shows_what_the_lease_holder_expired(cluster: Cluster) -> None:
+def test_every_replica_shows_what_the_lease_holder_expired(cluster: HACluster) -> None:
     context = client_context(certs.MaterialPaths(cluster.cert_dir).ca_cert)
     # One hold booked through each replica: each remembers its own write.
     for n, replica in enumerate(cluster.replicas):
@@ -70,10 +79,14 @@ def test_every_replica_shows_what_the_lease_holder_expired(cluster: Cluster) -> 
         )
 
 
-def test_creates_refused_after_mutate_hold_the_shared_quota_for_seconds(tmp_path: Path) -> None:
+def test_creates_refused_after_mutate_hold_the_shared_quota_for_seconds(
+    kube: Cluster, kube_cert_dir: Path, tmp_path: Path
+) -> None:
     # Reservations would hold the quota for two minutes; holds, for two seconds.
     config = CONFIG.replace("{ttl}", "120") + "holdTTLSeconds: 2\n"
-    with ha_cluster(tmp_path, guaranteed=2, ceiling=3, config=config) as cluster:
+    with ha_cluster(
+        kube, tmp_path, cert_dir=kube_cert_dir, guaranteed=2, ceiling=3, config=config
+    ) as cluster:
         api = cluster.api_client()
         try:
             core: Any = client.CoreV1Api(api)

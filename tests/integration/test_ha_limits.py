@@ -1,7 +1,7 @@
 """Three replicas sharing one ledger never over-admit a limits quota (``limits.cpu``).
 
 The same cluster as ``test_ha.py`` (three ``tenantgate serve`` processes, real TLS, the
-``kubernetes`` ledger backend, a TCP round robin, the test API server calling them), with a
+``kubernetes`` ledger backend, the balancer, the real kube-apiserver calling them), with a
 tenant whose quota caps ``limits.cpu`` only: 4 guaranteed, 10 at most. Its pods set no
 resources at all, so every one gets the tenant's default limit of 100m in /mutate: exactly 40
 guaranteed and 60 burst pods fit, whichever replica admits them, and the TenantLedger's
@@ -19,10 +19,11 @@ import pytest
 
 from classifier.limits import pod_usage
 from classifier.quantities import Quantity
+from testcluster import Cluster
 from tests.integration.harness import eventually
 from tests.integration.test_ha import (
     NAMESPACE,
-    Cluster,
+    HACluster,
     _recounts,
     create_all,
     ha_cluster,
@@ -49,6 +50,7 @@ tenants:
       limits: {{cpu: 100m}}
 """
 PODS = 300
+pytestmark = pytest.mark.timeout(900)
 
 
 def bare_pod(name: str) -> dict[str, Any]:
@@ -61,13 +63,15 @@ def bare_pod(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def cluster(kube: Cluster, kube_cert_dir: Path, tmp_path: Path) -> Iterator[HACluster]:
     # 4 and 10 CPUs of limits: 40 and 100 pods of 100m.
-    with ha_cluster(tmp_path, guaranteed=4, ceiling=10, config=CONFIG) as running:
+    with ha_cluster(
+        kube, tmp_path, cert_dir=kube_cert_dir, guaranteed=4, ceiling=10, config=CONFIG
+    ) as running:
         yield running
 
 
-def truth(cluster: Cluster) -> dict[str, dict[str, int]]:
+def truth(cluster: HACluster) -> dict[str, dict[str, int]]:
     """Usage by tier as the stored pods say, limits included."""
     nanos: dict[str, Counter[str]] = {"guaranteed": Counter(), "burst": Counter()}
     for stored in cluster.pods():
@@ -77,7 +81,7 @@ def truth(cluster: Cluster) -> dict[str, dict[str, int]]:
     return {tier: {k: v for k, v in sums.items() if v} for tier, sums in nanos.items()}
 
 
-def test_concurrent_creates_admit_exactly_the_limits_ceiling(cluster: Cluster) -> None:
+def test_concurrent_creates_admit_exactly_the_limits_ceiling(cluster: HACluster) -> None:
     names = [f"p-{n}" for n in range(PODS)]
     outcomes = create_all(cluster, names, during=lambda *_: None, make=bare_pod)
     assert outcomes["created"] <= 100, "over-admission"
