@@ -17,11 +17,36 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import urllib.request
 from pathlib import Path
 
+import yaml
+
 from testcluster.binary import BuildError, build
+from testcluster.kubelet import NodeSpec
 
 ROOT = Path(__file__).resolve().parents[1]
+# Small enough that a few pods fill them (the walkthrough shows preemption), and a GPU node
+# tainted as the GPU profiles expect.
+WALKTHROUGH_NODES = (
+    NodeSpec(
+        "node-a",
+        capacity={"cpu": "4", "memory": "16Gi", "pods": "110"},
+        labels={"topology.kubernetes.io/zone": "zone-a"},
+    ),
+    NodeSpec(
+        "node-b",
+        capacity={"cpu": "4", "memory": "16Gi", "pods": "110"},
+        labels={"topology.kubernetes.io/zone": "zone-b"},
+    ),
+    NodeSpec(
+        "gpu-a",
+        capacity={"cpu": "8", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "4"},
+        labels={"topology.kubernetes.io/zone": "zone-a", "tenantgate.io/node-class": "gpu"},
+        taints=({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},),
+    ),
+)
 
 
 def _build(_: argparse.Namespace) -> int:
@@ -36,6 +61,22 @@ def _build(_: argparse.Namespace) -> int:
 
 def _tenantgate(*args: str) -> list[str]:
     return [sys.executable, "-m", "admission.cli", *args]
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    """Until tenantgate answers /readyz 200 (its webhooks are registered only then)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"tenantgate serve exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (http only)
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"tenantgate did not become ready at {url} within 120 s")
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -58,7 +99,7 @@ def _up(args: argparse.Namespace) -> int:
         f"starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler in {workdir}",
         flush=True,
     )
-    cluster = Cluster(workdir).start()
+    cluster = Cluster(workdir, nodes=WALKTHROUGH_NODES).start()
     serve: subprocess.Popen[bytes] | None = None
     try:
         cert_dir = state / "certs"
@@ -92,7 +133,20 @@ def _up(args: argparse.Namespace) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        _wait_ready(f"http://127.0.0.1:{args.metrics_port}/readyz", serve)
         cluster.serve([args.port])
+        scheduling = subprocess.run(
+            _tenantgate("scheduler-config", "--config", str(args.config)),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if scheduling.returncode == 0:
+            configuration = yaml.safe_load(scheduling.stdout)
+            names = [p["schedulerName"] for p in configuration["profiles"]]
+            print(f"starting kube-scheduler for {', '.join(names)}", flush=True)
+            cluster.run_second_scheduler(configuration)
         shutil.copy(cluster.plane.admin_kubeconfig, state / "kubeconfig")
         kubectl = state / "kubectl"
         admin = state / "kubeconfig"
@@ -142,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--config", type=Path, default=ROOT / "examples" / "tenantgate.yaml")
     up.add_argument("--port", type=int, default=int(os.environ.get("TENANTGATE_PORT", "8443")))
     up.add_argument(
-        "--metrics-port", type=int, default=int(os.environ.get("TENANTGATE_METRICS_PORT", "9090"))
+        "--metrics-port", type=int, default=int(os.environ.get("TENANTGATE_METRICS_PORT", "8080"))
     )
     up.set_defaults(run=_up)
     args = parser.parse_args(argv)

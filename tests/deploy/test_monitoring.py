@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testcluster import Cluster
 from tests.livemetrics import exposed_series, live_exposition
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,8 +178,10 @@ def test_every_alert_section_of_the_runbook_is_an_alert() -> None:
 # --------------------------------------------------------------------------- exposed series
 
 
-def test_every_expression_names_only_series_the_server_exposes() -> None:
-    exposed = exposed_series(live_exposition()) | PROMETHEUS_SERIES
+def test_every_expression_names_only_series_the_server_exposes(
+    kube: Cluster, kube_cert_dir: Path
+) -> None:
+    exposed = exposed_series(live_exposition(kube, kube_cert_dir)) | PROMETHEUS_SERIES
     expressions = [(f"alert {r['alert']}", str(r["expr"])) for r in alerting_rules()]
     expressions += list(dashboard_expressions())
     unknown = {
