@@ -8,7 +8,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 # The image the Deployment in deploy/webhooks names.
 IMAGE  ?= ghcr.io/tenantgate/tenantgate:$(VERSION)
 
-.PHONY: help install kube cluster run test check format lint typecheck contracts bench bench-quick manifests image image-test devapi-schema clean
+.PHONY: help install kube cluster run test check format lint typecheck contracts bench bench-quick manifests image image-test clean
 
 help:
 	@echo "make run         install and start the webhook on the embedded defaults (https://localhost:8443)"
@@ -22,7 +22,6 @@ help:
 	@echo "make manifests   refresh the config copy in deploy/webhooks from examples/tenantgate.yaml"
 	@echo "make image       build the container image $(IMAGE) with buildah (root)"
 	@echo "make image-test  build the image, then run its --version and a serve smoke test (root)"
-	@echo "make devapi-schema rebuild devapi/schemas/kubernetes.json from kubernetes-validate"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,7 +63,7 @@ lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy admission tenants classifier certs devapi testcluster tests bench
+	$(BIN)/mypy admission tenants classifier certs testcluster tests bench
 
 contracts: install
 	$(BIN)/lint-imports
@@ -76,9 +75,6 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python -m bench --quick
-
-devapi-schema: install
-	$(BIN)/python -m devapi.schemabuild
 
 manifests:
 	cp examples/tenantgate.yaml deploy/webhooks/tenantgate.yaml

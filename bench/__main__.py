@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     def run_ha() -> None:
-        progress("ha: concurrent creates through the test API server, memory vs 3 replicas")
+        progress("ha: concurrent creates through kube-apiserver, memory vs 3 replicas")
         measured = ha.measure(quick=args.quick)
         results["ha"] = measured
         for name, run in measured["runs"].items():

@@ -15,7 +15,16 @@ from admission.cli import build_parser, main
 def test_every_subcommand_is_registered() -> None:
     parser = build_parser()
     help_text = parser.format_help()
-    for command in ("certs", "dev", "lint", "queue", "review", "schema", "serve", "usage"):
+    for command in (
+        "certs",
+        "lint",
+        "queue",
+        "review",
+        "scheduler-config",
+        "schema",
+        "serve",
+        "usage",
+    ):
         assert command in help_text, command
 
 

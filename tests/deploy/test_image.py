@@ -74,6 +74,6 @@ def test_the_build_context_holds_what_the_wheel_needs() -> None:
     link = REPO / "admission" / "defaults" / "tenantgate.yaml"
     target = link.resolve().relative_to(REPO)
     assert str(target) in kept
-    for package in ("admission", "tenants", "classifier", "certs", "devapi"):
+    for package in ("admission", "tenants", "classifier", "certs"):
         assert f"{package}/" in kept
     assert {"pyproject.toml", "README.md", "LICENSE"} <= kept

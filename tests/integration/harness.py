@@ -1,10 +1,11 @@
-"""Running tenantgate for real against the test API server, for the integration tests.
+"""Running tenantgate for real against the real control plane, for the integration tests.
 
 :class:`Tenantgate` runs the real server (``WebhookServer`` with real TLS, both ports bound to
 0) around a real :class:`~admission.runtime.Runtime`, on its own event loop in a thread.
-:func:`register_webhooks` installs the shipped webhook configurations
-(``deploy/webhooks/``) pointing at it. :class:`RejectingWebhook` is a later admission step
-that denies what a test tells it to.
+:func:`wait_webhooks_active` waits until kube-apiserver calls the webhooks the cluster
+registered (``testcluster.Cluster.serve``); :func:`create_namespace` gives a test its
+namespace in the shared cluster. :class:`RejectingWebhook` is a later admission step that
+denies what a test tells it to.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any, TypeVar
 
 import orjson
 import uvicorn
-import yaml
 from kubernetes import client, config
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
@@ -41,12 +41,6 @@ from testcluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOKS = ROOT / "deploy" / "webhooks"
-# What the test API server starts with: tenantgate's namespace and priority classes.
-MANIFESTS = (
-    WEBHOOKS / "namespace.yaml",
-    WEBHOOKS / "priorityclass-tenant-burst.yaml",
-    WEBHOOKS / "priorityclass-tenant-guaranteed.yaml",
-)
 WAIT = 60.0
 T = TypeVar("T")
 
@@ -76,7 +70,7 @@ def http_json(url: str) -> tuple[int, Any]:
 def _abort_lingering_transports() -> None:
     """Abort the TLS connections still waiting for the peer's close_notify.
 
-    The test API server keeps its webhook connections alive; when tenantgate stops first,
+    kube-apiserver keeps its webhook connections alive; when tenantgate stops first,
     the TLS shutdown waits for a peer that is not reading, and ending the event loop then
     leaks the socket (a ResourceWarning at some later garbage collection). A real process
     exits instead; here the loop's transports are aborted before it closes.
@@ -305,44 +299,6 @@ def create_namespace(core: Any, body: dict[str, Any]) -> Any:
     patch = {key: None for key in current if key not in labels and "kubernetes.io/" not in key}
     patch.update(labels)
     return core.patch_namespace(name, {"metadata": {"labels": patch}})
-
-
-def register_webhooks(kubeconfig: Path, *, url: str, ca_bundle: bytes) -> None:
-    """Install deploy/webhooks' configurations (created, or updated) calling ``url``."""
-    api = api_client(kubeconfig)
-    registration: Any = client.AdmissionregistrationV1Api(api)
-    bundle = base64.b64encode(ca_bundle).decode("ascii")
-    try:
-        for file, create, replace, read in (
-            (
-                "mutatingwebhookconfiguration.yaml",
-                registration.create_mutating_webhook_configuration,
-                registration.replace_mutating_webhook_configuration,
-                registration.read_mutating_webhook_configuration,
-            ),
-            (
-                "validatingwebhookconfiguration.yaml",
-                registration.create_validating_webhook_configuration,
-                registration.replace_validating_webhook_configuration,
-                registration.read_validating_webhook_configuration,
-            ),
-        ):
-            document = yaml.safe_load((WEBHOOKS / file).read_text())
-            for webhook in document["webhooks"]:
-                path = webhook["clientConfig"]["service"]["path"]
-                webhook["clientConfig"] = {"url": f"{url}{path}", "caBundle": bundle}
-            name = document["metadata"]["name"]
-            try:
-                existing = read(name)
-            except client.ApiException as exc:
-                if exc.status != 404:
-                    raise
-                create(document)
-            else:
-                document["metadata"]["resourceVersion"] = existing.metadata.resource_version
-                replace(name, document)
-    finally:
-        api.close()
 
 
 @dataclass

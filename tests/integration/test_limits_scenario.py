@@ -6,7 +6,7 @@ min 50m/64Mi and max 2 CPU/4Gi, memory limit at most 4 times the request; pod ma
 
 One scenario, three ways in, one expected outcome: ``tenantgate review`` (offline, with a
 usage snapshot for the late steps), the server over real HTTPS (AdmissionReviews as the API
-server sends them), and the test API server with the real ``kubernetes`` client and
+server sends them), and the real control plane with the real ``kubernetes`` client and
 tenantgate registered as its webhooks. Every step's verdict and message, the defaults filled
 and the usage after the fill are the same in all three.
 """

@@ -95,8 +95,7 @@ class Running:
                 # then removed (Store.Delete -> updateForGracefulDeletionAndFinalizers in
                 # k8s.io/apiserver/pkg/registry/generic/registry/store.go; the grace comes from
                 # CheckGracefulDelete in pkg/registry/core/pod/strategy.go): from that first
-                # event it no longer runs, as for the quota evaluator. The Python test API server
-                # removed it at once.
+                # event it no longer runs, as for the quota evaluator.
                 self._pods[name] = not gated(item) and not item["metadata"].get("deletionTimestamp")
             self.most = max(self.most, sum(self._pods.values()))
 

@@ -1,8 +1,8 @@
 """tenantgate's webhooks through AdmissionReview v1beta1, end to end.
 
-The test API server sends each webhook the first version of its ``admissionReviewVersions``
-that it speaks (webhook/request/admissionreview.go, CreateAdmissionObjects), as the real one
-does; configurations written for older API servers list v1beta1 first.
+kube-apiserver sends each webhook the first version of its ``admissionReviewVersions`` that
+it speaks (webhook/request/admissionreview.go, CreateAdmissionObjects); configurations written
+for older API servers list v1beta1 first.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from tests.integration.conftest import StartTenantgate
-from tests.integration.harness import api_client, pod
+from tests.integration.harness import api_client, create_namespace, pod
 
 
 def list_v1beta1_first(kubeconfig: Path) -> None:
@@ -48,7 +48,7 @@ def test_tenantgate_admits_and_denies_through_admission_review_v1beta1(
     applied."""
     start_tenantgate()
     list_v1beta1_first(kubeconfig)
-    core.create_namespace({"metadata": {"name": "team-a"}})
+    create_namespace(core, {"metadata": {"name": "team-a"}})
     created = core.create_namespaced_pod("team-a", pod("web", cpu="3", memory="1Gi"))
     assert created.metadata.labels["tenantgate.io/tenant"] == "team-a"
     assert created.metadata.labels["tenantgate.io/tier"] == "guaranteed"

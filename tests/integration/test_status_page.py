@@ -1,6 +1,6 @@
 """The status page in a real browser, against a real tenantgate with a populated ledger and queue.
 
-tenantgate runs as in the other integration tests (the test API server, the real admission
+tenantgate runs as in the other integration tests (the real control plane and its admission
 chain); the page is loaded in Debian's headless Chromium (``tests/integration/browser.py``).
 Every test also checks that the console stayed free of errors: a Content-Security-Policy
 violation, a failed request or a script error would be one.
