@@ -10,6 +10,9 @@ it as the reporting controller), on a node the profile's tolerations and affinit
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,3 +187,64 @@ def test_memory_heavy_pods_go_to_the_memory_nodes_through_their_scheduler(
     by, node = wait_scheduled(core, "team-a", "web")
     assert by == "default-scheduler"
     assert node in {"node-a", "node-b"}  # the memory node's taint keeps the rest away
+
+
+SPREAD_PRESETS = ("default", "production", "microservices", "multitenant")
+
+
+def profile_of(preset: str, body: dict[str, Any]) -> str:
+    """What `tenantgate review` says the preset makes of ``body`` in team-a."""
+    reviewed = subprocess.run(
+        [sys.executable, "-m", "admission.cli", "review", "-f", "-", "-n", "team-a", "-o", "json",
+         "--config", str(PRESETS / f"{preset}.yaml")],
+        input=json.dumps(body),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    (review,) = json.loads(reviewed.stdout)
+    profile: str = review["profile"]
+    return profile
+
+
+@pytest.mark.parametrize("preset", SPREAD_PRESETS)
+def test_replicas_spread_as_the_preset_s_profile_says(
+    preset: str, config_file: Path, start_tenantgate: StartTenantgate, core: Any, kube: Cluster
+) -> None:
+    config_file.write_text((PRESETS / f"{preset}.yaml").read_text())
+    web = yaml.safe_load((ROOT / "examples" / "pods" / "web.yaml").read_text())
+    labels = {**web["metadata"]["labels"], "app": "spread"}
+    template = {"metadata": {"labels": labels}, "spec": web["spec"]}
+    profile = profile_of(preset, {**web, "metadata": {"name": "spread", "labels": labels}})
+    spec = load_config(PRESETS / f"{preset}.yaml").profiles[profile]
+    keys = {c.topologyKey for c in spec.topologySpreadConstraints or []}
+    assert keys & {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}, (preset, profile)
+    start_tenantgate()
+    create_namespace(core, {"metadata": {"name": "team-a"}})
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "spread", "namespace": "team-a"},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": "spread"}},
+            "template": template,
+        },
+    }
+    kube.plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(deployment))
+
+    def placed() -> dict[str, int]:
+        pods = core.list_namespaced_pod("team-a", label_selector="app=spread").items
+        counted: dict[str, int] = {}
+        for stored in pods:
+            if stored.spec.node_name and stored.status.phase == "Running":
+                counted[stored.spec.node_name] = counted.get(stored.spec.node_name, 0) + 1
+        return counted
+
+    eventually(lambda: sum(placed().values()) == 4, f"{preset}: 4 replicas running")
+    # node-a is in zone-a, node-b in zone-b: two replicas in each node and each zone.
+    assert placed() == {"node-a": 2, "node-b": 2}, (preset, profile, placed())
+    stored = core.list_namespaced_pod("team-a", label_selector="app=spread").items[0]
+    assert stored.metadata.annotations["tenantgate.io/profile"] == profile
+    assert {c.topology_key for c in stored.spec.topology_spread_constraints} == keys
