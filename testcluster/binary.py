@@ -95,7 +95,7 @@ def build(*, out: Path | None = None, progress: bool = True) -> Path:
             flush=True,
         )
     started = time.monotonic()
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
     command = ["go", "build", "-trimpath", "-ldflags", ldflags(), "-o", str(partial), "."]
     if progress:
         command.insert(2, "-v")
