@@ -13,12 +13,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 MODULE = Path(__file__).resolve().parent / "kube"
 PINNED_FILES = ("go.mod", "go.sum", "main.go")
 KUBERNETES_VERSION = "v1.37.2"
 GO_MINIMUM = (1, 26)
+PROGRESS_EVERY = 250
 # kubernetes's hack/lib/version.sh sets these; without them /version says v0.0.0-master.
 VERSION_VARIABLES = (
     "k8s.io/component-base/version.gitVersion",
@@ -96,13 +98,23 @@ def build(*, out: Path | None = None, progress: bool = True) -> Path:
         )
     started = time.monotonic()
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
-    command = ["go", "build", "-trimpath", "-ldflags", ldflags(), "-o", str(partial), "."]
-    if progress:
-        command.insert(2, "-v")
-    result = subprocess.run(command, cwd=MODULE, env=env, check=False)
-    if result.returncode != 0:
+    command = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags(), "-o", str(partial), "."]
+    process = subprocess.Popen(
+        command, cwd=MODULE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    # `go build -v` names each package it compiles (and go's errors): a line of progress
+    # every PROGRESS_EVERY packages, the last lines kept for a failure.
+    last = deque[str](maxlen=40)
+    for packages, line in enumerate(process.stdout or [], start=1):
+        last.append(line.rstrip())
+        if progress and packages % PROGRESS_EVERY == 0:
+            minutes = (time.monotonic() - started) / 60
+            print(f"  {packages} packages built ({minutes:.1f} min)", file=sys.stderr, flush=True)
+    code = process.wait()
+    if code != 0:
         partial.unlink(missing_ok=True)
-        raise BuildError(f"go build in {MODULE} failed (exit {result.returncode}); see above")
+        tail = "\n".join(last)
+        raise BuildError(f"go build in {MODULE} failed (exit {code}):\n{tail}")
     partial.replace(target)
     if progress:
         size = target.stat().st_size / 2**20
