@@ -55,8 +55,8 @@ from tenants.ledger import (
     release,
     settle_queued,
 )
-from tenants.queuebook import QueueBook
-from tenants.queueing import has_gate
+from tenants.queue.admission import has_gate
+from tenants.queue.book import QueueBook
 
 logger = logging.getLogger(__name__)
 

@@ -41,12 +41,6 @@ from tenants.config import (
     TenantPolicy,
 )
 from tenants.defaults import apply_defaults, describe_filled, lacks_defaults
-from tenants.gate import (
-    book_ungated_create,
-    confirm_gated_create,
-    gate_removal_denial,
-    owner_rule,
-)
 from tenants.ledger import (
     TIERS,
     LedgerStore,
@@ -59,7 +53,7 @@ from tenants.ledger import (
     resize,
     top_up,
 )
-from tenants.queueing import (
+from tenants.queue.admission import (
     QueueAnswer,
     add_gate,
     full_message,
@@ -70,6 +64,12 @@ from tenants.queueing import (
     remove_gate,
     requeue_base,
     waits_ahead,
+)
+from tenants.queue.gate import (
+    book_ungated_create,
+    confirm_gated_create,
+    gate_removal_denial,
+    owner_rule,
 )
 from tenants.quota import (
     Decision,
@@ -187,9 +187,10 @@ def book_or_queue(
     """:func:`book_for_mutate`, or, for a tenant in queue mode, the pod queued instead.
 
     A pod is queued when it does not fit (and could fit an empty room), or when it fits the
-    queue's tier but pods wait ahead of it there (see :mod:`tenants.queueing`). The entry takes
-    the booking's id, so the pod's annotation names either; it lapses ``queue_ttl`` seconds
-    from ``now`` (default ``ttl``) unless the controller sees the stored pod.
+    queue's tier but pods wait ahead of it there (see :mod:`tenants.queue.admission`). The
+    entry takes the booking's id, so the pod's annotation names either; it lapses
+    ``queue_ttl`` seconds from ``now`` (default ``ttl``) unless the controller sees the
+    stored pod.
     """
     base = requeue_base(ledger, existing_id) if can_queue else ledger
     after, booking = book_for_mutate(
