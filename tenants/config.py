@@ -60,6 +60,8 @@ RESERVATION_ANNOTATION: Final = "tenantgate.io/reservation"
 # The scheduling gate a queued pod waits behind, and the tier label it carries meanwhile.
 QUOTA_GATE: Final = "tenantgate.io/quota"
 QUEUED_TIER: Final = "queued"
+# On a pod admitted on room borrowed from its cohort: the cohort (the tier label stays burst).
+BORROWED_ANNOTATION: Final = "tenantgate.io/borrowed-from"
 # The tier a dry-run's /mutate chose, for its /validate (set on dry-runs only).
 DRY_RUN_TIER_ANNOTATION: Final = "tenantgate.io/dry-run-tier"
 
@@ -619,6 +621,18 @@ class Policy:
             cohorts=self.cohorts,
             over_share_class=self.over_share_class,
         )
+
+    @property
+    def burst_classes(self) -> frozenset[str]:
+        """The classes of burst-tier pods: the burst class, and with cohorts the over-share
+        class."""
+        if not self.cohorts:
+            return frozenset((self.burst_class,))
+        return frozenset((self.burst_class, self.over_share_class))
+
+    def over_share_class_for(self, tenant: str) -> str | None:
+        """The over-share class when ``tenant`` is a cohort member, else None."""
+        return self.over_share_class if tenant in self.cohorts.members else None
 
     def with_global_default(self, name: str | None) -> Policy:
         """This policy with another global default PriorityClass (the cluster's)."""
