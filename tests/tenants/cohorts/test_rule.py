@@ -14,6 +14,7 @@ from tenants.cohorts.fairshare import fair_share, release_order, share
 from tenants.cohorts.tree import CohortTree
 from tenants.config import Policy
 from tenants.configfile import ConfigError, load_text
+from tenants.lint import lint_text
 
 HEAD = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -287,3 +288,41 @@ class TestConfig:
         )
         assert not policy.cohorts
         assert policy.tenants["t"].allowed_classes == {"tenant-guaranteed", "tenant-burst"}
+
+
+class TestLint:
+    def test_a_cohort_with_one_member(self) -> None:
+        text = (
+            HEAD
+            + """\
+cohorts:
+  research: {}
+tenants:
+  team-a: {namespaces: [team-a], cohort: research, quota: {guaranteed: {cpu: "4"}}}
+  team-b: {namespaces: [team-b], quota: {guaranteed: {cpu: "4"}}}
+"""
+        )
+        report = lint_text(text, filename="c.yaml")
+        assert [(p.field, p.message) for p in report.problems] == [
+            (
+                "cohorts.research",
+                "cohort research has one member (team-a) and no cohort below it: nobody "
+                "lends to it or borrows from it; add members or give the tenant quota.burst",
+            )
+        ]
+
+    def test_the_over_share_class_must_be_below_the_burst_class_and_never_preempt(
+        self,
+    ) -> None:
+        text = RESEARCH.replace(
+            "tenant-burst-over-share: {value: 5, preemptionPolicy: Never}",
+            "tenant-burst-over-share: {value: 10}",
+        )
+        report = lint_text(text, filename="c.yaml")
+        assert [p.message.split(":")[0] for p in report.problems] == [
+            "pods borrowing above their fair share must be preempted first",
+            "tenant-burst-over-share must have preemptionPolicy",
+        ]
+
+    def test_a_clean_cohort_config(self) -> None:
+        assert lint_text(RESEARCH, filename="c.yaml").ok
