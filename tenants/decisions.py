@@ -829,7 +829,16 @@ class PolicyAdmitter:
         if borrowed_from is not None and borrow is not None:
             warnings.append(borrow_warning(tenant.name, borrow))
         else:
-            warnings.extend(self._tier_warnings(tenant, booking, amount, class_name))
+            member = policy.cohorts.members.get(tenant.name)
+            warnings.extend(
+                self._tier_warnings(
+                    tenant,
+                    booking,
+                    amount,
+                    class_name,
+                    borrowing=member is not None and member.ceiling is None,
+                )
+            )
         return Verdict(
             allowed=True,
             patched=mutated,
@@ -951,6 +960,8 @@ class PolicyAdmitter:
         booking: Booking,
         amount: Mapping[str, Quantity],
         class_name: str,
+        *,
+        borrowing: bool = False,
     ) -> list[str]:
         requested = [name for name, q in amount.items() if q.nanos > 0]
         room = headroom(tenant.quota, booking.ledger, resources=requested)
@@ -961,6 +972,12 @@ class PolicyAdmitter:
                 f"(burst left {left}); priority class {class_name}, may be preempted"
             ]
         if room.over:
+            if borrowing:
+                return [
+                    f"tenant {tenant.name}'s guaranteed pods take back room its own burst "
+                    f"pods use ({format_over(room.over)}): those are among the first to be "
+                    "preempted"
+                ]
             return [
                 f"tenant {tenant.name} is above its burst ceiling ({format_over(room.over)}): "
                 "its burst pods are the first to be preempted"

@@ -3,6 +3,7 @@ naming the cohort, validation of the burst classes and the ledger's view of them
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from classifier.quantities import Quantity
@@ -148,3 +149,30 @@ class TestBorrowedPods:
         verdict = chain.validate(final, uid="a2")
         assert not verdict.allowed
         assert "cannot grow here" in verdict.message
+
+
+def test_the_documented_worked_example_matches_the_admitter() -> None:
+    """docs/configuration.md, "The cohort rule": the table, the denial and the warning."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
+    section = doc.split("**Worked example.** Three teams", 1)[1]
+    config = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    chain = Chain(load_text(config, filename="doc.yaml").policy)
+    outcomes = []
+    steps = [("team-a", "1")] * 4 + [("team-c", "6"), ("team-a", "6"), ("team-a", "1")]
+    steps.append(("team-b", "4"))
+    for index, (namespace, cpu) in enumerate(steps):
+        mutated, _, final = chain.admit(pod(namespace, cpu), uid=f"u{index}", pod_uid=f"p{index}")
+        if not mutated.allowed:
+            outcomes.append("denied")
+            assert mutated.message in section
+            continue
+        outcomes.append(spec_of(final)["priorityClassName"])
+        if spec_of(final)["priorityClassName"] == "tenant-burst-over-share":
+            assert f"Warning: {mutated.warnings[-1]}" in section
+    assert outcomes == [
+        *["tenant-guaranteed"] * 4,
+        "tenant-burst",
+        "tenant-burst-over-share",
+        "denied",
+        "tenant-guaranteed",
+    ]
