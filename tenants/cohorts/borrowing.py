@@ -56,6 +56,8 @@ def pool(tree: CohortTree, tenant: str, totals: Totals, resource: str) -> Pool:
             lent_by[f"cohort {cohort.name}"] = own
         for name in cohort.members:
             membership = tree.members[name]
+            if not membership.limits(resource):
+                continue
             used = totals.get(name, {}).get(resource, _ZERO)
             unused = membership.guaranteed.get(resource, _ZERO) - used
             if unused.nanos > 0:

@@ -23,9 +23,12 @@ Totals = Mapping[str, Mapping[str, Quantity]]
 
 
 def borrowed(membership: Membership, total: Mapping[str, Quantity]) -> dict[str, Quantity]:
-    """What a member uses past its guarantee, per resource (only resources it borrows)."""
+    """What a member uses past its guarantee, per resource (only resources it borrows: of
+    those its quota limits)."""
     out: dict[str, Quantity] = {}
     for resource, used in total.items():
+        if not membership.limits(resource):
+            continue
         over = used - membership.guaranteed.get(resource, _ZERO)
         if over.nanos > 0:
             out[resource] = over

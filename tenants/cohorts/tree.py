@@ -35,6 +35,15 @@ class Membership:
     ceiling: Mapping[str, Quantity] | None = None
     weight: Fraction = Fraction(1)
 
+    def limits(self, resource: str) -> bool:
+        """Whether the tenant's quota names ``resource``; usage of a resource it does not
+        limit is neither borrowed nor lent (as without cohorts, it never blocks)."""
+        return (
+            resource in self.guaranteed
+            or resource in self.borrowing_limit
+            or (self.ceiling is not None and resource in self.ceiling)
+        )
+
     def lendable(self, resource: str) -> Quantity:
         """The most of this tenant's guarantee of ``resource`` that others may ever borrow."""
         guaranteed = self.guaranteed.get(resource, _ZERO)

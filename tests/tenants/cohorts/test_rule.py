@@ -106,6 +106,15 @@ class TestBorrowing:
         assert result.fits
         assert not result.borrows
 
+    def test_a_resource_its_quota_does_not_name_is_never_borrowed(self) -> None:
+        tree = tree_of()
+        # team-b uses 3 pods and no quota names pods: it borrows nothing, so team-a borrows
+        # alone and its fair share is all of it.
+        totals = {"team-a": cpu("4"), "team-b": {"pods": q("3")}}
+        result = check_borrow(tree, "team-a", totals, cpu("1"), limited={"cpu"})
+        assert result.fair_share == 1
+        assert pool(tree, "team-a", totals, "pods").demand == q("0")
+
     def test_the_burst_ceiling_still_bounds_a_member(self) -> None:
         text = RESEARCH.replace(
             'quota: {guaranteed: {cpu: "4"}}\n  team-b',
