@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from admission.settings import Settings
 from testcluster import Cluster
 from tests.integration.conftest import StartTenantgate
 from tests.integration.harness import (
@@ -342,7 +341,11 @@ def grant_edit(core: Any, kubeconfig: Path, namespace: str, user: str) -> None:
         namespace,
         {
             "metadata": {"name": f"{user}-edit"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "edit",
+            },
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         },
     )
@@ -388,7 +391,7 @@ def test_a_user_removing_the_gate_is_denied(
         check=False,
     )
     assert relabel.returncode != 0
-    assert "admission webhook \"validate.tenantgate.io\" denied the request" in relabel.stderr
+    assert 'admission webhook "validate.tenantgate.io" denied the request' in relabel.stderr
     assert core.read_namespaced_pod("w-2", "team-q").metadata.labels["tenantgate.io/tier"] == (
         "queued"
     )
