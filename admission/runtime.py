@@ -68,8 +68,8 @@ from tenants.kube.ledgerwatch import LedgerWatch
 from tenants.kube.releaser import KubePodClient, QueueCollector, Releaser, queue_listing
 from tenants.kube.sync import ClusterSync, PriorityClassTable
 from tenants.ledger import MemoryLedger, cancel, dequeue
+from tenants.queue.release import PaceSettings
 from tenants.recent import RecentDecisions
-from tenants.release import PaceSettings
 from tenants.verdicts import AdmissionInput, Verdict
 
 logger = logging.getLogger(__name__)

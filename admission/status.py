@@ -28,6 +28,17 @@ only), ``certificate`` the serving certificate new connections get.
 ``"page": {"matched": N, "total": N, "offset": N, "limit": N}``: the status page asks for one
 page at a time, so that a refresh with 10,000 tenants builds 50 of them, not 10,000.
 
+With cohorts configured, the document also has::
+
+     "cohorts": {ROOT: {"cohorts": [...], "members": [...], "capacity": {RES: QTY},
+                        "free": {RES: QTY}, "borrowed": {TENANT: {RES: QTY}},
+                        "lent": {TENANT: {RES: QTY}}, "shares": {TENANT: S},
+                        "fairShares": {TENANT: S}}}}
+
+``cohorts`` (only with cohorts configured) has one entry per cohort tree, named by its root:
+its lendable capacity, the room free to lend now, what each member borrows past its guarantee
+and lends of its unused guarantee, and each member's share and fair share (fractions).
+
 ``queue`` per tenant is what the controller's queue holds (only the replica holding the
 controller Lease watches pods); ``queued`` the ledger's queued entries, which every replica
 shares, so that ``tenantgate review --usage`` tells a pod's position. ``GET /queue[?tenant=]``
@@ -55,6 +66,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from classifier.quantities import Quantity
+from tenants.cohorts.view import PoolView, pool_views
 from tenants.config import Policy
 from tenants.controller import ControllerStats
 from tenants.ledger import TenantLedger, ledger_to_json
@@ -138,6 +150,30 @@ def _holds(ledger: TenantLedger) -> int:
     return sum(1 for reservation in ledger.reservations.values() if reservation.held)
 
 
+def _pools(policy: Policy, ledgers: Mapping[str, TenantLedger]) -> list[PoolView]:
+    if not policy.cohorts:
+        return []
+    totals = {name: ledger.total() for name, ledger in ledgers.items()}
+    waiting = {name for name, ledger in ledgers.items() if ledger.queued}
+    return pool_views(policy.cohorts, totals, waiting)
+
+
+def _cohorts_document(pools: Iterable[PoolView]) -> dict[str, Any]:
+    return {
+        view.cohort: {
+            "cohorts": list(view.cohorts),
+            "members": list(view.members),
+            "capacity": _quantities(view.capacity),
+            "free": _quantities(view.free),
+            "borrowed": {m: _quantities(view.borrowed[m]) for m in view.members},
+            "lent": {m: _quantities(view.lent[m]) for m in view.members},
+            "shares": {m: round(float(view.shares[m]), 4) for m in view.members},
+            "fairShares": {m: round(float(view.fair_shares[m]), 4) for m in view.members},
+        }
+        for view in pools
+    }
+
+
 def status_document(
     sources: StatusSources, *, now: float | None = None, selection: TenantSelection | None = None
 ) -> dict[str, Any]:
@@ -189,6 +225,9 @@ def status_document(
     }
     if page is not None:
         document["page"] = page
+    pools = _pools(policy, ledgers)
+    if pools:
+        document["cohorts"] = _cohorts_document(pools)
     document.update(_replica_facts(sources))
     return document
 
@@ -313,6 +352,7 @@ class StatusCollector(Collector):
             holds.add_metric([name], _holds(ledger))
             pods.add_metric([name], len(ledger.charges))
         yield from (guaranteed, ceiling, used, reservations, holds, pods)
+        yield from _cohort_metrics(_pools(policy, ledgers))
 
         synced = GaugeMetricFamily(
             "tenantgate_cluster_synced",
@@ -346,6 +386,39 @@ class StatusCollector(Collector):
         stats = self._sources.stats()
         if stats is not None:
             yield from _controller_metrics(stats, self._sources.pods())
+
+
+def _cohort_metrics(pools: Iterable[PoolView]) -> Iterable[Metric]:
+    capacity = GaugeMetricFamily(
+        "tenantgate_cohort_capacity",
+        "A cohort tree's lendable capacity: cohort quotas and members' lendable guarantees "
+        "(base units).",
+        labels=["cohort", "resource"],
+    )
+    borrowed = GaugeMetricFamily(
+        "tenantgate_cohort_borrowed",
+        "What a member uses past its guarantee, borrowed from its cohort (base units).",
+        labels=["cohort", "tenant", "resource"],
+    )
+    shares = GaugeMetricFamily(
+        "tenantgate_tenant_share",
+        "A cohort member's weighted dominant share of its cohort's borrowed capacity.",
+        labels=["tenant"],
+    )
+    fair = GaugeMetricFamily(
+        "tenantgate_tenant_fair_share",
+        "A cohort member's fair share: its weight over the weights of the borrowing members.",
+        labels=["tenant"],
+    )
+    for view in pools:
+        for resource, amount in sorted(view.capacity.items()):
+            capacity.add_metric([view.cohort, resource], _base_units(amount))
+        for member in view.members:
+            for resource, amount in sorted(view.borrowed[member].items()):
+                borrowed.add_metric([view.cohort, member, resource], _base_units(amount))
+            shares.add_metric([member], float(view.shares[member]))
+            fair.add_metric([member], float(view.fair_shares[member]))
+    yield from (capacity, borrowed, shares, fair)
 
 
 def _counter(name: str, documentation: str, label: str, values: Mapping[str, int]) -> Metric:

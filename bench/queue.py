@@ -30,9 +30,9 @@ from tenants.config import QueuePolicy
 from tenants.configfile import load_text
 from tenants.decisions import PolicyAdmitter
 from tenants.ledger import MemoryLedger, TenantLedger, book, enqueue
-from tenants.queue import QueuedPod, TenantQueue
+from tenants.queue.line import QueuedPod, TenantQueue
+from tenants.queue.release import plan_release
 from tenants.quota import build_quota
-from tenants.release import plan_release
 
 QUEUE_CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1

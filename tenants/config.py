@@ -45,6 +45,7 @@ from classifier.config import (
 from classifier.plan import Classifier, compile_classifier
 from classifier.quantities import Quantity, QuantityError
 from tenants.bounds import Bounds, BoundsLevel
+from tenants.cohorts.tree import Cohort, CohortTree, Membership, build_cohorts
 from tenants.quota import Quota, build_quota
 from tenants.resourcenames import ledger_keys
 from tenants.schedulers import SchedulerSpec, check_names
@@ -59,6 +60,8 @@ RESERVATION_ANNOTATION: Final = "tenantgate.io/reservation"
 # The scheduling gate a queued pod waits behind, and the tier label it carries meanwhile.
 QUOTA_GATE: Final = "tenantgate.io/quota"
 QUEUED_TIER: Final = "queued"
+# On a pod admitted on room borrowed from its cohort: the cohort (the tier label stays burst).
+BORROWED_ANNOTATION: Final = "tenantgate.io/borrowed-from"
 # The tier a dry-run's /mutate chose, for its /validate (set on dry-runs only).
 DRY_RUN_TIER_ANNOTATION: Final = "tenantgate.io/dry-run-tier"
 
@@ -265,6 +268,27 @@ class BoundsSpec(_Model):
     pod: BoundsLevelSpec | None = None
 
 
+class FairSharingSpec(_Model):
+    weight: Decimal = Field(
+        default=Decimal(1), gt=0, description="the tenant's weight in its cohort's fair sharing"
+    )
+
+
+class CohortSpec(_Model):
+    """Tenants that lend each other unused guarantees; cohorts may nest."""
+
+    description: str = ""
+    parent: str | None = Field(default=None, description="the cohort this one belongs to")
+    quota: ResourceQuantities = Field(
+        description="capacity the cohort owns itself, shared by every member below it"
+    )
+
+    @field_validator("quota")
+    @classmethod
+    def _quota(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        return _quota_names(value)
+
+
 class TenantSpec(_Model):
     """A named group of namespaces sharing one quota."""
 
@@ -280,6 +304,33 @@ class TenantSpec(_Model):
     )
     containerDefaults: ContainerDefaultsSpec | None = None
     bounds: BoundsSpec | None = None
+    cohort: str | None = Field(
+        default=None, description="the cohort this tenant lends to and borrows from"
+    )
+    lendingLimit: ResourceQuantities = Field(
+        description="per resource, the most of its unused guarantee others may borrow "
+        "(all of it when unset)"
+    )
+    borrowingLimit: ResourceQuantities = Field(
+        description="per resource, how far past its guarantee it may go on borrowed room "
+        "(unlimited within the cohort when unset)"
+    )
+    fairSharing: FairSharingSpec | None = None
+
+    @field_validator("lendingLimit", "borrowingLimit")
+    @classmethod
+    def _limits(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        return _quota_names(value)
+
+    @model_validator(mode="after")
+    def _cohort_terms_need_a_cohort(self) -> Self:
+        if self.cohort is None and (
+            self.lendingLimit or self.borrowingLimit or self.fairSharing is not None
+        ):
+            raise ValueError(
+                "lendingLimit, borrowingLimit and fairSharing apply to cohort members; set cohort"
+            )
+        return self
 
     @field_validator("namespaces")
     @classmethod
@@ -313,6 +364,14 @@ class TenantgateConfig(ClassifierConfig):
     tenants: dict[str, TenantSpec] = Field(default_factory=dict)
     burstPriorityClass: str = Field(
         default="tenant-burst", description="class every burst-tier pod gets"
+    )
+    cohorts: dict[str, CohortSpec] = Field(
+        default_factory=dict, description="groups of tenants that lend each other guarantees"
+    )
+    overShareBurstPriorityClass: str = Field(
+        default="tenant-burst-over-share",
+        description="class of a pod borrowing while its tenant is above its fair share "
+        "(lower than burstPriorityClass: preempted first); only used with cohorts",
     )
     unclaimedNamespaces: Literal["allow", "deny"] = Field(
         default="allow", description="pods of namespaces no tenant claims: untouched, or denied"
@@ -505,6 +564,9 @@ class Policy:
     # Priority plugin writes into pods naming none (the cluster's, else the config's).
     hold_ttl: float = 15.0
     global_default: str | None = None
+    # Cohorts (empty: none), and the class of pods borrowing above their fair share.
+    cohorts: CohortTree = field(default_factory=CohortTree)
+    over_share_class: str = ""
     _selector_cache: dict[tuple[str, frozenset[tuple[str, str]]], Any] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -556,7 +618,21 @@ class Policy:
             variants=variants,
             hold_ttl=self.hold_ttl,
             global_default=self.global_default,
+            cohorts=self.cohorts,
+            over_share_class=self.over_share_class,
         )
+
+    @property
+    def burst_classes(self) -> frozenset[str]:
+        """The classes of burst-tier pods: the burst class, and with cohorts the over-share
+        class."""
+        if not self.cohorts:
+            return frozenset((self.burst_class,))
+        return frozenset((self.burst_class, self.over_share_class))
+
+    def over_share_class_for(self, tenant: str) -> str | None:
+        """The over-share class when ``tenant`` is a cohort member, else None."""
+        return self.over_share_class if tenant in self.cohorts.members else None
 
     def with_global_default(self, name: str | None) -> Policy:
         """This policy with another global default PriorityClass (the cluster's)."""
@@ -668,6 +744,7 @@ def compile_policy(config: TenantgateConfig) -> Policy:
 
     tenants: dict[str, TenantPolicy] = {}
     by_namespace: dict[str, TenantPolicy] = {}
+    memberships: dict[str, Membership] = {}
     shared = _Sharing()
     claimed_by: dict[str, str] = {}
     selector_tenants: list[TenantPolicy] = []
@@ -748,8 +825,12 @@ def compile_policy(config: TenantgateConfig) -> Policy:
             ("quota", _amounts_key(quota_spec.guaranteed), ratio, _amounts_key(maximum or {})),
             build_quota(quota_spec.guaranteed, ratio=ratio, maximum=maximum),
         )
-        # The burst class is never an escalation: it is the lowest a tenant pod gets.
-        classes_allowed = frozenset((pcs.guaranteed, *pcs.allowed, config.burstPriorityClass))
+        # The burst classes are never an escalation: they are the lowest a tenant pod gets.
+        burst_classes: tuple[str, ...] = (config.burstPriorityClass,)
+        if spec.cohort is not None:
+            burst_classes += (config.overShareBurstPriorityClass,)
+            memberships[name] = _membership(name, spec, quota)
+        classes_allowed = frozenset((pcs.guaranteed, *pcs.allowed, *burst_classes))
         profiles_allowed = frozenset(allowed_profiles) if allowed_profiles is not None else None
         defaults = spec.containerDefaults.requests if spec.containerDefaults is not None else {}
         default_limits = spec.containerDefaults.limits if spec.containerDefaults is not None else {}
@@ -783,6 +864,16 @@ def compile_policy(config: TenantgateConfig) -> Policy:
         if tenant.selector is not None:
             selector_tenants.append(tenant)
 
+    cohorts, cohort_problems = build_cohorts(
+        {
+            name: Cohort(name, parent=c.parent, quota=dict(c.quota), description=c.description)
+            for name, c in config.cohorts.items()
+        },
+        memberships,
+    )
+    problems.extend(PolicyProblem(p.path, p.message) for p in cohort_problems)
+    problems.extend(_cohort_support_problems(config))
+
     if problems or base is None:
         raise PolicyError(problems)
     return Policy(
@@ -799,4 +890,54 @@ def compile_policy(config: TenantgateConfig) -> Policy:
         # A hold never outlives the reservation it becomes.
         hold_ttl=float(min(config.holdTTLSeconds, config.reservationTTLSeconds)),
         global_default=global_default_class(classes),
+        cohorts=cohorts,
+        over_share_class=config.overShareBurstPriorityClass,
     )
+
+
+def _membership(name: str, spec: TenantSpec, quota: Quota) -> Membership:
+    weight = spec.fairSharing.weight if spec.fairSharing is not None else Decimal(1)
+    return Membership(
+        tenant=name,
+        cohort=spec.cohort or "",
+        guaranteed=quota.guaranteed,
+        lending_limit=dict(spec.lendingLimit),
+        borrowing_limit=dict(spec.borrowingLimit),
+        ceiling=quota.ceiling if spec.quota.burst is not None else None,
+        weight=Fraction(weight),
+    )
+
+
+def _cohort_support_problems(config: TenantgateConfig) -> list[PolicyProblem]:
+    """What cohorts need, and the combinations that are not supported yet (refused, so that
+    nothing is ever lent twice)."""
+    if not config.cohorts and not any(t.cohort for t in config.tenants.values()):
+        return []
+    problems: list[PolicyProblem] = []
+    if config.overShareBurstPriorityClass not in config.priorityClasses:
+        problems.append(
+            PolicyProblem(
+                "overShareBurstPriorityClass",
+                f'unknown priority class "{config.overShareBurstPriorityClass}" '
+                "(declare it under priorityClasses: cohorts need it)",
+            )
+        )
+    if config.ledger.backend != "memory":
+        problems.append(
+            PolicyProblem(
+                "ledger.backend",
+                "cohorts are not supported with ledger.backend: kubernetes yet (a borrowed "
+                "booking reads and changes several tenants' ledgers and needs one "
+                "compare-and-swap over them); use the memory backend with one replica",
+            )
+        )
+    for name, spec in config.tenants.items():
+        if spec.cohort is not None and spec.queue is not None and spec.queue.tier == "burst":
+            problems.append(
+                PolicyProblem(
+                    field_path("tenants", name, "queue", "tier"),
+                    "a cohort member cannot queue for the burst tier yet (releases onto "
+                    "borrowed room are not supported); use queue.tier: guaranteed",
+                )
+            )
+    return problems

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, Protocol, TypeVar
@@ -55,8 +55,8 @@ from tenants.ledger import (
     release,
     settle_queued,
 )
-from tenants.queuebook import QueueBook
-from tenants.queueing import has_gate
+from tenants.queue.admission import has_gate
+from tenants.queue.book import QueueBook
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +115,12 @@ class PodFacts:
             return False
         return self.release_at is None or now <= self.release_at
 
-    def tier(self, burst_class: str) -> Tier:
-        """The tier to charge when no reservation says: its label, else its priority class."""
+    def tier(self, burst_classes: Collection[str]) -> Tier:
+        """The tier to charge when no reservation says: its label, else its priority class
+        (one of the policy's burst classes: burst)."""
         if self.tier_label is not None:
             return self.tier_label
-        return "burst" if self.priority_class == burst_class else "guaranteed"
+        return "burst" if self.priority_class in burst_classes else "guaranteed"
 
     @property
     def key(self) -> str:
@@ -347,7 +348,7 @@ def charge_pod(
     ledger: TenantLedger,
     facts: PodFacts,
     *,
-    burst_class: str,
+    burst_classes: Collection[str],
     carry: Charge | None = None,
     limits: bool = False,
 ) -> tuple[TenantLedger, Outcome]:
@@ -371,7 +372,7 @@ def charge_pod(
         ledger,
         pod_uid=facts.uid,
         reservation_id=facts.reservation,
-        tier=facts.tier(burst_class),
+        tier=facts.tier(burst_classes),
         amount=facts.charged(limits=limits),
     )
     if len(charged.reservations) < len(ledger.reservations):
@@ -627,7 +628,7 @@ def _differing(
 
     ``assigned`` receives, per pod, the tenant that should charge it (None: none).
     """
-    burst_class = policy.burst_class
+    burst_classes = policy.burst_classes
     empty = {name: TenantLedger(name) for name in policy.tenants if name not in ledgers}
     tallies = {name: _Tally() for name in policy.tenants}
     limited = {name: tenant.quota.has_limits for name, tenant in policy.tenants.items()}
@@ -659,7 +660,7 @@ def _differing(
                 tally.queued_present += 1
         if not counted:
             continue
-        tier = facts.tier(burst_class)
+        tier = facts.tier(burst_classes)
         amount = facts.charged(limits=limited[tenant])
         group = tally.groups.get((tier, id(amount)))
         if group is None:
@@ -1102,7 +1103,7 @@ class LedgerController:
         tenant charging it (None: not charged).
         """
         policy = self._policy
-        burst_class = policy.burst_class
+        burst_classes = policy.burst_classes
         built = [t for t in policy.tenants if only is None or t in only]
         open_reservations: dict[str, dict[str, Reservation]] = {
             tenant: dict(snapshot[tenant].reservations) if tenant in snapshot else {}
@@ -1162,7 +1163,7 @@ class LedgerController:
                 open_queued[tenant].pop(settled.id, None)
                 queued[tenant][settled.id] = settled
             if counted:
-                tier = facts.tier(burst_class)
+                tier = facts.tier(burst_classes)
                 amount = facts.charged(limits=limited[tenant])
                 key = (tier, id(amount))
                 charge = shared.get(key)
@@ -1198,13 +1199,13 @@ class LedgerController:
 
     def _charge(self, facts: PodFacts, tenant: str, *, carry: Charge | None) -> None:
         """Charge the pod to ``tenant`` and record it in the index."""
-        burst_class = self._policy.burst_class
+        burst_classes = self._policy.burst_classes
         configured = self._policy.tenants.get(tenant)
         limits = configured is not None and configured.quota.has_limits
         outcome = self._store.update(
             tenant,
             lambda ledger: charge_pod(
-                ledger, facts, burst_class=burst_class, carry=carry, limits=limits
+                ledger, facts, burst_classes=burst_classes, carry=carry, limits=limits
             ),
         )
         self._by_namespace[facts.namespace][facts.uid] = tenant

@@ -22,7 +22,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
@@ -31,7 +31,10 @@ from classifier.quantities import Quantity, format_list
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
 from tenants.bounds import bounds_violations, missing_limits
+from tenants.cohorts.borrowing import borrow_warning
+from tenants.cohorts.tier import cohort_rule
 from tenants.config import (
+    BORROWED_ANNOTATION,
     DRY_RUN_TIER_ANNOTATION,
     QUEUED_TIER,
     RESERVATION_ANNOTATION,
@@ -41,16 +44,11 @@ from tenants.config import (
     TenantPolicy,
 )
 from tenants.defaults import apply_defaults, describe_filled, lacks_defaults
-from tenants.gate import (
-    book_ungated_create,
-    confirm_gated_create,
-    gate_removal_denial,
-    owner_rule,
-)
 from tenants.ledger import (
     TIERS,
     LedgerStore,
     LedgerUnavailable,
+    PeerLedgerStore,
     TenantLedger,
     Tier,
     book,
@@ -59,7 +57,7 @@ from tenants.ledger import (
     resize,
     top_up,
 )
-from tenants.queueing import (
+from tenants.queue.admission import (
     QueueAnswer,
     add_gate,
     full_message,
@@ -71,8 +69,15 @@ from tenants.queueing import (
     requeue_base,
     waits_ahead,
 )
+from tenants.queue.gate import (
+    book_ungated_create,
+    confirm_gated_create,
+    gate_removal_denial,
+    owner_rule,
+)
 from tenants.quota import (
     Decision,
+    TierRule,
     check,
     check_growth,
     denial_message,
@@ -85,6 +90,7 @@ from tenants.verdicts import AdmissionInput, Verdict
 logger = logging.getLogger(__name__)
 
 NamespaceLabels = Callable[[str], Mapping[str, str] | None]
+T = TypeVar("T")
 
 _RESERVATION_ID_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _MANAGED_LABELS: Final = (TENANT_LABEL, TIER_LABEL)
@@ -133,8 +139,12 @@ def book_for_mutate(
     derived_id: str,
     now: float,
     ttl: float,
+    rule: TierRule | None = None,
 ) -> tuple[TenantLedger, Booking]:
     """Pick the tier and book a hold, re-using the pod's own hold on re-invocation.
+
+    ``rule`` chooses the tier (:func:`tenants.quota.check` on the tenant's quota when None; a
+    cohort member's borrowing rule otherwise).
 
     The booking is a *hold* that expires ``ttl`` seconds from ``now`` (the policy's short hold
     TTL): a later admission step may still refuse the pod, and only /validate turns the hold
@@ -160,9 +170,10 @@ def book_for_mutate(
             reservation_id = derived_id
         else:
             reservation_id = _free_id(ledger, derived_id)
-    decision = check(tenant.quota, base, request)
+    decide = rule if rule is not None else _quota_rule(tenant)
+    decision = decide(base, request)
     if decision.tier is None:
-        base, decision = _recheck_without_stale_holds(tenant, base, request, now=now)
+        base, decision = _recheck_without_stale_holds(tenant, base, request, now=now, rule=decide)
     if decision.tier is None:
         return base, Booking(decision, reservation_id, base)
     after = book(
@@ -183,13 +194,15 @@ def book_or_queue(
     priority: int,
     can_queue: bool,
     queue_ttl: float | None = None,
+    rule: TierRule | None = None,
 ) -> tuple[TenantLedger, tuple[Booking, QueueAnswer | None]]:
     """:func:`book_for_mutate`, or, for a tenant in queue mode, the pod queued instead.
 
     A pod is queued when it does not fit (and could fit an empty room), or when it fits the
-    queue's tier but pods wait ahead of it there (see :mod:`tenants.queueing`). The entry takes
-    the booking's id, so the pod's annotation names either; it lapses ``queue_ttl`` seconds
-    from ``now`` (default ``ttl``) unless the controller sees the stored pod.
+    queue's tier but pods wait ahead of it there (see :mod:`tenants.queue.admission`). The
+    entry takes the booking's id, so the pod's annotation names either; it lapses
+    ``queue_ttl`` seconds from ``now`` (default ``ttl``) unless the controller sees the
+    stored pod.
     """
     base = requeue_base(ledger, existing_id) if can_queue else ledger
     after, booking = book_for_mutate(
@@ -200,6 +213,7 @@ def book_or_queue(
         derived_id=derived_id,
         now=now,
         ttl=ttl,
+        rule=rule,
     )
     if not can_queue:
         return after, (booking, None)
@@ -229,8 +243,18 @@ def book_or_queue(
     return queued, (booking, answer)
 
 
+def _quota_rule(tenant: TenantPolicy) -> TierRule:
+    quota = tenant.quota
+    return lambda ledger, request: check(quota, ledger, request)
+
+
 def _recheck_without_stale_holds(
-    tenant: TenantPolicy, ledger: TenantLedger, request: Mapping[str, Quantity], *, now: float
+    tenant: TenantPolicy,
+    ledger: TenantLedger,
+    request: Mapping[str, Quantity],
+    *,
+    now: float,
+    rule: TierRule | None = None,
 ) -> tuple[TenantLedger, Decision]:
     """The check again, once holds past their TTL are released; the ledger it was made on.
 
@@ -244,7 +268,7 @@ def _recheck_without_stale_holds(
             len(expired),
             extra={"tenant": tenant.name, "holds": len(expired)},
         )
-    return fresh, check(tenant.quota, fresh, request)
+    return fresh, (rule if rule is not None else _quota_rule(tenant))(fresh, request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +296,11 @@ def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> d
     return delta
 
 
+def _grown(delta: Mapping[str, Quantity]) -> str:
+    """``cpu=1,memory=1Gi``: the parts of ``delta`` that grow (empty: none)."""
+    return format_list({name: amount for name, amount in delta.items() if amount.nanos > 0})
+
+
 def _burst_class_denial(tenant: TenantPolicy, burst_class: str, actual: str | None) -> Verdict:
     return Verdict.deny(
         f"burst pods of tenant {tenant.name} must use priority class {burst_class}, "
@@ -296,6 +325,7 @@ def confirm_for_validate(
     now: float,
     ttl: float,
     mutated_tier: Tier | None = None,
+    over_share_class: str | None = None,
 ) -> tuple[TenantLedger, Confirmation]:
     """Check the final pod against its hold; top up, bind, or book here.
 
@@ -307,7 +337,12 @@ def confirm_for_validate(
     A dry-run booked nothing at /mutate, so no hold is found: ``mutated_tier`` is the tier its
     /mutate chose (the caller reads it from the object on dry-runs only), and the pod is judged
     as /mutate judged it, whatever real pods took meanwhile.
+
+    ``over_share_class`` is set for a cohort member: its burst pods may carry it, and their
+    bookings never grow here (a borrowed booking is measured against the whole cohort, which
+    only /mutate reads).
     """
+    burst_classes = (burst_class, over_share_class)
     # The pod's own booking: bound to it already (a retried request), else the one its
     # annotation names if no other pod took it.
     reservation = ledger.reservation_for_pod(pod_uid)
@@ -326,11 +361,22 @@ def confirm_for_validate(
                     f"reservation {reservation.id} of tenant {tenant.name}; retry"
                 ),
             )
-        if reservation.tier == "burst" and priority_class != burst_class:
+        if reservation.tier == "burst" and priority_class not in burst_classes:
             return cancel(ledger, reservation_id=reservation.id), Confirmation(
                 None, _burst_class_denial(tenant, burst_class, priority_class)
             )
         delta = _delta(request, reservation.amount)
+        if delta and over_share_class is not None and reservation.tier == "burst":
+            grown = _grown(delta)
+            if grown:
+                return cancel(ledger, reservation_id=reservation.id), Confirmation(
+                    None,
+                    _retry(
+                        f"the request of burst pod {pod_name} of tenant {tenant.name} grew "
+                        f"after tenantgate's mutating webhook ran ({grown}): a booking on "
+                        "the cohort's room cannot grow here; retry"
+                    ),
+                )
         if delta:
             growth = check_growth(tenant.quota, ledger, tier=reservation.tier, delta=delta)
             if not growth.fits:
@@ -355,7 +401,7 @@ def confirm_for_validate(
     if dry_run and mutated_tier is not None and label_tier == mutated_tier:
         # This dry-run's /mutate chose the tier and booked nothing: answer as it did, never
         # with a check a real pod may have made fail since.
-        if mutated_tier == "burst" and priority_class != burst_class:
+        if mutated_tier == "burst" and priority_class not in burst_classes:
             return ledger, Confirmation(
                 None, _burst_class_denial(tenant, burst_class, priority_class)
             )
@@ -473,6 +519,19 @@ def _set_managed_metadata(
         annotations[DRY_RUN_TIER_ANNOTATION] = tier
     else:
         annotations.pop(DRY_RUN_TIER_ANNOTATION, None)
+
+
+def _set_borrowed(pod: JSONObject, cohort: str | None) -> None:
+    """Record the cohort a pod borrows from (or that it borrows nothing: a re-invocation may
+    have changed its tier)."""
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(annotations, dict):
+        return  # _set_managed_metadata ran first: only a pod without metadata lands here
+    if cohort is None:
+        annotations.pop(BORROWED_ANNOTATION, None)
+    else:
+        annotations[BORROWED_ANNOTATION] = cohort
 
 
 def _exact_request(pod: Mapping[str, Any], *, limits: bool) -> Mapping[str, Quantity] | Verdict:
@@ -678,8 +737,8 @@ class PolicyAdmitter:
 
         original_spec = podview.spec(pod)
         asked = podview.string(original_spec.get("priorityClassName")) or None
-        if asked == policy.burst_class:
-            asked = None  # only tenantgate gives the burst class; a re-invocation sees it here
+        if asked in policy.burst_classes:
+            asked = None  # only tenantgate gives burst classes; a re-invocation sees them here
         if asked is not None and asked not in tenant.allowed_classes:
             guaranteed_value = policy.priority_classes[tenant.guaranteed_class].value
             value = self._class_value(policy, asked, original_spec)
@@ -702,9 +761,10 @@ class PolicyAdmitter:
         queue_class = self._queue_class(policy, tenant, asked, mutated) if can_queue else ""
         priority = policy.priority_classes[queue_class].value if can_queue else 0
         # LedgerUnavailable propagates: the call fails and the failurePolicy decides.
-        booking, answer = await self._ledger.transact(
-            tenant.name,
-            lambda ledger: book_or_queue(
+        booking, answer = await self._book(
+            policy,
+            tenant,
+            lambda ledger, rule: book_or_queue(
                 ledger,
                 tenant=tenant,
                 request=amount,
@@ -715,6 +775,7 @@ class PolicyAdmitter:
                 queue_ttl=policy.reservation_ttl,
                 priority=priority,
                 can_queue=can_queue,
+                rule=rule,
             ),
             commit=not request.dry_run,
         )
@@ -744,8 +805,10 @@ class PolicyAdmitter:
         # A re-invoked webhook, or a user, may have gated the pod: it is admitted, so it runs.
         remove_gate(mutated)
 
+        borrow = booking.decision.borrow
         if tier == "burst":
-            class_name = policy.burst_class
+            over_share = borrow is not None and borrow.over_share
+            class_name = policy.over_share_class if over_share else policy.burst_class
             if asked is not None:
                 warnings.append(
                     f"priority class {asked} replaced by {class_name}: "
@@ -761,7 +824,21 @@ class PolicyAdmitter:
             reservation_id=booking.reservation_id,
             dry_run=request.dry_run,
         )
-        warnings.extend(self._tier_warnings(tenant, booking, amount, class_name))
+        borrowed_from = borrow.cohort if borrow is not None and borrow.borrows else None
+        _set_borrowed(mutated, borrowed_from)
+        if borrowed_from is not None and borrow is not None:
+            warnings.append(borrow_warning(tenant.name, borrow))
+        else:
+            member = policy.cohorts.members.get(tenant.name)
+            warnings.extend(
+                self._tier_warnings(
+                    tenant,
+                    booking,
+                    amount,
+                    class_name,
+                    borrowing=member is not None and member.ceiling is None,
+                )
+            )
         return Verdict(
             allowed=True,
             patched=mutated,
@@ -775,6 +852,38 @@ class PolicyAdmitter:
             },
         )
 
+    async def _book(
+        self,
+        policy: Policy,
+        tenant: TenantPolicy,
+        change: Callable[[TenantLedger, TierRule | None], tuple[TenantLedger, T]],
+        *,
+        commit: bool,
+    ) -> T:
+        """Run a booking ``change`` in one transaction: on the tenant's ledger alone, or, for a
+        cohort member, with its cohort tree's ledgers read in the same atomic step and the
+        member's borrowing rule."""
+        tree = policy.cohorts
+        if tenant.name not in tree.members:
+            return await self._ledger.transact(
+                tenant.name, lambda ledger: change(ledger, None), commit=commit
+            )
+        store = self._ledger
+        if not isinstance(store, PeerLedgerStore):
+            # compile_policy refuses cohorts with such a store; never book without the peers.
+            raise LedgerUnavailable(
+                f"tenant {tenant.name} is in a cohort and this ledger backend cannot read its "
+                "cohort's ledgers in one step"
+            )
+        return await store.transact_with_peers(
+            tenant.name,
+            tree.tree_members(tenant.name),
+            lambda ledger, peers: change(
+                ledger, cohort_rule(tree, tenant.name, tenant.quota, peers)
+            ),
+            commit=commit,
+        )
+
     @staticmethod
     def _guaranteed_class(
         policy: Policy, tenant: TenantPolicy, asked: str | None, mutated: Mapping[str, Any]
@@ -784,7 +893,7 @@ class PolicyAdmitter:
         planned = podview.string(podview.spec(mutated).get("priorityClassName"))
         if asked is not None:
             return asked
-        if planned and planned != policy.burst_class and planned in tenant.allowed_classes:
+        if planned and planned not in policy.burst_classes and planned in tenant.allowed_classes:
             return planned
         return tenant.guaranteed_class
 
@@ -851,6 +960,8 @@ class PolicyAdmitter:
         booking: Booking,
         amount: Mapping[str, Quantity],
         class_name: str,
+        *,
+        borrowing: bool = False,
     ) -> list[str]:
         requested = [name for name, q in amount.items() if q.nanos > 0]
         room = headroom(tenant.quota, booking.ledger, resources=requested)
@@ -861,6 +972,12 @@ class PolicyAdmitter:
                 f"(burst left {left}); priority class {class_name}, may be preempted"
             ]
         if room.over:
+            if borrowing:
+                return [
+                    f"tenant {tenant.name}'s guaranteed pods take back room its own burst "
+                    f"pods use ({format_over(room.over)}): those are among the first to be "
+                    "preempted"
+                ]
             return [
                 f"tenant {tenant.name} is above its burst ceiling ({format_over(room.over)}): "
                 "its burst pods are the first to be preempted"
@@ -1022,6 +1139,7 @@ class PolicyAdmitter:
                 label_tier=label_tier,
                 priority_class=class_name,
                 burst_class=policy.burst_class,
+                over_share_class=policy.over_share_class_for(tenant.name),
                 derived_id=reservation_id_for(request.uid),
                 dry_run=request.dry_run,
                 now=now,
@@ -1191,6 +1309,7 @@ class PolicyAdmitter:
             return Verdict.allow()
         label_tier = podview.labels(old).get(TIER_LABEL)
         pod_uid = podview.uid(pod) or podview.uid(old) or ""
+        borrowing = tenant.name in policy.cohorts.members
 
         def change(ledger: TenantLedger) -> tuple[TenantLedger, Verdict]:
             charge = ledger.charges.get(pod_uid)
@@ -1204,6 +1323,14 @@ class PolicyAdmitter:
                 if label_tier == "burst"
                 else "guaranteed"
             )
+            grown = _grown(delta)
+            if borrowing and tier == "burst" and grown:
+                return ledger, Verdict.deny(
+                    f"tenant {tenant.name}: a burst pod of a cohort member cannot grow in "
+                    f"place ({grown}): its room is measured against the whole cohort; "
+                    "recreate the pod with the new request",
+                    cause="over_quota",
+                )
             growth = check_growth(tenant.quota, ledger, tier=tier, delta=delta)
             if not growth.fits:
                 return ledger, Verdict.deny(denial_message(tenant.name, growth), cause="over_quota")

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from immutables import Map
 
@@ -752,6 +752,22 @@ class LedgerStore(Protocol):
     ) -> T: ...
 
 
+@runtime_checkable
+class PeerLedgerStore(Protocol):
+    """A store that can change one tenant's ledger after reading others' in the same atomic
+    step: what a cohort member's borrowed booking needs (it must never take room another
+    borrower took meanwhile). Only the memory store offers it today."""
+
+    async def transact_with_peers(
+        self,
+        tenant: str,
+        peers: Collection[str],
+        change: Callable[[TenantLedger, Mapping[str, TenantLedger]], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+    ) -> T: ...
+
+
 class MemoryLedger:
     """Every tenant's ledger in this process, behind one lock.
 
@@ -796,6 +812,25 @@ class MemoryLedger:
         event loop can interleave with it; the lock covers threads.
         """
         return self.update(tenant, change, commit=commit)
+
+    async def transact_with_peers(
+        self,
+        tenant: str,
+        peers: Collection[str],
+        change: Callable[[TenantLedger, Mapping[str, TenantLedger]], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+    ) -> T:
+        """:meth:`transact` with ``peers``' ledgers read under the same lock (only ``tenant``'s
+        is written): one lock covers every ledger, so no booking can interleave."""
+        with self._lock:
+            others = {name: self._ledgers.get(name) or TenantLedger(name) for name in peers}
+            current = self._ledgers.get(tenant)
+            given = current if current is not None else TenantLedger(tenant)
+            new, result = change(given, others)
+            if commit and new is not given:
+                self._ledgers[tenant] = new
+            return result
 
     def snapshot(self) -> dict[str, TenantLedger]:
         """Every tenant's current ledger (immutable values: safe to read without the lock)."""

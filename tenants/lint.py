@@ -5,10 +5,12 @@ claimed twice, unsupported settings) lint also reports what loads but is surely 
 capacity below the guarantee, rules that can never match, tenants that claim no namespace,
 namespaces that two tenants' selectors both claim, burst classes that would not be the
 first preemption victims, and queue settings that cannot work as written (aging that never
-boosts, a burst-tier queue without burst capacity); and bounds or container defaults that
-contradict the quota (``tenants.boundslint``), with warnings for limits quotas pods would hit
-without defaults. Given what is known of the cluster (:mod:`tenants.clustercheck`), it also
-warns about schedulers that do not run there and tenant namespaces the webhooks are not sent.
+boosts, a burst-tier queue without burst capacity), cohorts with a single member and an
+over-share class that would not be preempted before the burst class; and bounds or container
+defaults that contradict the quota (``tenants.boundslint``), with warnings for limits quotas
+pods would hit without defaults. Given what is known of the cluster
+(:mod:`tenants.clustercheck`), it also warns about schedulers that do not run there and tenant
+namespaces the webhooks are not sent.
 Warnings do not make a file fail.
 """
 
@@ -119,6 +121,7 @@ def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
     problems.extend(_claim_problems(config))
     problems.extend(_class_problems(config))
     problems.extend(_queue_problems(config))
+    problems.extend(_cohort_problems(config))
     problems.extend(bounds_problems(config))
     return problems
 
@@ -238,6 +241,41 @@ def _queue_problems(config: TenantgateConfig) -> Iterable[PolicyProblem]:
                 f"boost stops at {aging.maxBoost} after {aging.maxBoost // aging.step + 1} "
                 "intervals",
             )
+
+
+def _cohort_problems(config: TenantgateConfig) -> Iterable[PolicyProblem]:
+    members: dict[str, list[str]] = {name: [] for name in config.cohorts}
+    for name, tenant in config.tenants.items():
+        if tenant.cohort in members:
+            members[tenant.cohort].append(name)
+    parents = {spec.parent for spec in config.cohorts.values()}
+    for cohort, names in members.items():
+        if len(names) == 1 and cohort not in parents:
+            yield PolicyProblem(
+                field_path("cohorts", cohort),
+                f"cohort {cohort} has one member ({names[0]}) and no cohort below it: nobody "
+                "lends to it or borrows from it; add members or give the tenant quota.burst",
+            )
+    if not config.cohorts:
+        return
+    classes = config.priorityClasses
+    over = classes.get(config.overShareBurstPriorityClass)
+    burst = classes.get(config.burstPriorityClass)
+    if over is None or burst is None:
+        return
+    if config.overShareBurstPriorityClass == config.burstPriorityClass or over.value >= burst.value:
+        yield PolicyProblem(
+            "overShareBurstPriorityClass",
+            f"pods borrowing above their fair share must be preempted first: "
+            f"{config.overShareBurstPriorityClass} (value {over.value}) must be below the burst "
+            f"class {config.burstPriorityClass} (value {burst.value})",
+        )
+    if over.preemptionPolicy != "Never":
+        yield PolicyProblem(
+            "overShareBurstPriorityClass",
+            f"{config.overShareBurstPriorityClass} must have preemptionPolicy: Never: a pod on "
+            "borrowed room must never preempt the pods it borrows from",
+        )
 
 
 def summarize(config: TenantgateConfig) -> str:

@@ -10,19 +10,20 @@ ResourceQuota admission plugin does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
 from classifier.quantities import Quantity, ResourceList, format_list
+from tenants.cohorts.borrowing import Borrow
 from tenants.ledger import TenantLedger, Tier
 
 logger = logging.getLogger(__name__)
 
 _ZERO = Quantity(0)
 
-LimitKind = Literal["guaranteed", "burst ceiling"]
+LimitKind = Literal["guaranteed", "burst ceiling", "cohort"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +93,14 @@ class Decision:
     """The outcome of a check: the tier that fits, or the resources that do not.
 
     ``limit`` says which limit the shortfalls were measured against: the burst ceiling for a new
-    request, the tier's own limit for growing an existing booking.
+    request, the tier's own limit for growing an existing booking, or the cohort (``borrow``
+    then says why, and for an admitted pod of a cohort member what it borrows).
     """
 
     tier: Tier | None
     shortfalls: tuple[Shortfall, ...] = ()
     limit: LimitKind = "burst ceiling"
+    borrow: Borrow | None = None
 
     @property
     def fits(self) -> bool:
@@ -107,6 +110,11 @@ class Decision:
 def _requested(request: ResourceList, limited: Mapping[str, Quantity]) -> Iterable[str]:
     # Resources the tenant does not limit never block, nor do those the pod does not ask for.
     return [name for name, amount in request.items() if name in limited and amount.nanos > 0]
+
+
+# How a tenant's tier is chosen for a request: :func:`check` bound to its quota, or a cohort
+# member's rule (``tenants.cohorts.tier``).
+TierRule = Callable[[TenantLedger, ResourceList], Decision]
 
 
 def check(quota: Quota, ledger: TenantLedger, request: ResourceList) -> Decision:
@@ -165,7 +173,10 @@ def denial_message(tenant: str, decision: Decision) -> str:
     """``exceeded tenant quota: team-a: requested cpu=2, used cpu=5.5/6 (burst ceiling), ...``.
 
     Only the resources that do not fit are listed, sorted by name, with canonical quantities.
+    A cohort member's denial gives the cohort rule's reasons instead.
     """
+    if decision.limit == "cohort" and decision.borrow is not None:
+        return f"exceeded tenant quota: {tenant}: " + "; ".join(decision.borrow.reasons)
     items = sorted(decision.shortfalls, key=lambda s: s.resource)
     requested = ",".join(f"{s.resource}={s.requested}" for s in items)
     used = ",".join(f"{s.resource}={s.used}/{s.limit}" for s in items)
@@ -213,6 +224,7 @@ __all__ = [
     "LimitKind",
     "Quota",
     "Shortfall",
+    "TierRule",
     "build_quota",
     "check",
     "check_growth",

@@ -3,8 +3,10 @@
 Reads ``GET /status`` from a running webhook's metrics port (``--server``, default
 ``http://127.0.0.1:8080``). Each resource row shows the guarantee, the ceiling, the usage (in
 all, then of each tier) and a bar over the ceiling: ``=`` guaranteed-tier usage, ``+`` burst
-usage, ``|`` where the guarantee ends. Percentages are of the ceiling. Exit codes: 0, 1 when
-the server cannot be read, 2 for bad arguments.
+usage, ``|`` where the guarantee ends. Percentages are of the ceiling. With cohorts, a second
+table shows each cohort tree: per resource its lendable capacity, the room free to lend and who
+borrows it, then each member's share against its fair share. Exit codes: 0, 1 when the server
+cannot be read, 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -206,9 +208,63 @@ def render(document: Mapping[str, Any], *, tenants: Sequence[str] | None = None)
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
     ]
     lines.append("")
+    cohorts = document.get("cohorts")
+    if isinstance(cohorts, dict) and cohorts:
+        lines.extend(_cohort_lines(cohorts))
+        lines.append("")
     lines.extend(notes)
     lines.append(_footer(document))
     return "\n".join(lines) + "\n"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def _cohort_lines(cohorts: Mapping[str, Any]) -> list[str]:
+    """The cohort table: capacity, free room and borrowers per resource; shares per member."""
+    rows = [["COHORT", "RESOURCE", "CAPACITY", "FREE", "BORROWED"]]
+    shares: list[str] = []
+    for name in sorted(cohorts):
+        entry = cohorts[name] if isinstance(cohorts[name], dict) else {}
+        where = f"cohorts.{name}"
+        capacity = _quantities(entry.get("capacity"), where=f"{where}.capacity")
+        free = _quantities(entry.get("free"), where=f"{where}.free")
+        raw = entry.get("borrowed")
+        borrowed_by: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        borrowed = {
+            member: _quantities(amounts, where=f"{where}.borrowed.{member}")
+            for member, amounts in borrowed_by.items()
+        }
+        for index, resource in enumerate(sorted(set(capacity) | set(free))):
+            takers = [
+                f"{member} {borrowed[member][resource]}"
+                for member in sorted(borrowed)
+                if resource in borrowed[member]
+            ]
+            total = sum((borrowed[m].get(resource, _ZERO) for m in borrowed), _ZERO)
+            rows.append(
+                [
+                    name if index == 0 else "",
+                    resource,
+                    str(capacity.get(resource, _ZERO)),
+                    str(free.get(resource, _ZERO)),
+                    f"{total} ({', '.join(takers)})" if takers else "0",
+                ]
+            )
+        share = entry.get("shares")
+        fair = entry.get("fairShares")
+        if isinstance(share, dict) and isinstance(fair, dict):
+            shares.append(
+                f"{name} shares: "
+                + ", ".join(
+                    f"{member} {share[member]:.0%} of a fair {fair.get(member, 0):.0%}"
+                    for member in sorted(share)
+                    if isinstance(share[member], int | float)
+                )
+            )
+    return [*_table(rows), *shares]
 
 
 def only_tenants(document: Mapping[str, Any], tenants: Sequence[str] | None) -> dict[str, Any]:

@@ -343,8 +343,9 @@
     ]);
   }
 
-  // Cohorts come from another part of tenantgate: each one is drawn from what /status says,
-  // {NAME: {tenants: [...], KEY: {RESOURCE: QUANTITY}, ...}}, and nothing is drawn without it.
+  // Cohorts, as /status serves them: {ROOT: {cohorts: [...], members: [...], capacity: {RES: QTY},
+  // free: {RES: QTY}, borrowed: {TENANT: {RES: QTY}}, lent: {TENANT: {RES: QTY}},
+  // shares: {TENANT: S}, fairShares: {TENANT: S}}}; nothing is drawn without them.
   function renderCohorts(status) {
     const cohorts = isObject(status.cohorts) ? status.cohorts : {};
     const names = Object.keys(cohorts).sort();
@@ -353,31 +354,62 @@
     $("cohorts").replaceChildren(...boxes);
   }
 
+  function amounts(value) {
+    if (!isObject(value)) return "-";
+    const keys = Object.keys(value).sort();
+    return keys.length ? keys.map((key) => `${key} ${value[key]}`).join(", ") : "-";
+  }
+
   function cohortBox(name, cohort) {
-    const members = Array.isArray(cohort.tenants) ? cohort.tenants.map(String) : [];
-    const columns = Object.keys(cohort)
-      .filter((key) => isObject(cohort[key]))
-      .sort();
-    const resources = [...new Set(columns.flatMap((key) => Object.keys(cohort[key])))].sort();
-    const head = el("tr", {}, [el("th", { text: "Resource" }), ...columns.map((key) => el("th", { text: key }))]);
-    const body = resources.map((resource) =>
-      el("tr", { attrs: { "data-resource": resource } }, [
-        cell(resource),
-        ...columns.map((key) => {
-          const value = cohort[key][resource];
-          return cell(value === undefined || isObject(value) ? "-" : value, "num");
-        }),
+    const list = (key) => (Array.isArray(cohort[key]) ? cohort[key].map(String) : []);
+    const members = list("members");
+    const nested = list("cohorts").filter((child) => child !== name);
+    const part = (key) => (isObject(cohort[key]) ? cohort[key] : {});
+    const capacity = part("capacity");
+    const free = part("free");
+    const resources = [...new Set([...Object.keys(capacity), ...Object.keys(free)])].sort();
+    const room = el("table", { className: "cohort-room" }, [
+      el("thead", {}, [el("tr", {}, ["Resource", "capacity", "free to lend"].map((t) => el("th", { text: t })))]),
+      el(
+        "tbody",
+        {},
+        resources.map((resource) =>
+          el("tr", { attrs: { "data-resource": resource } }, [
+            cell(resource),
+            cell(capacity[resource] === undefined ? "-" : capacity[resource], "num"),
+            cell(free[resource] === undefined ? "-" : free[resource], "num"),
+          ]),
+        ),
+      ),
+    ]);
+    const share = (key, member) => {
+      const value = part(key)[member];
+      return typeof value === "number" ? value.toFixed(2) : "-";
+    };
+    const people = el("table", { className: "cohort-members" }, [
+      el("thead", {}, [
+        el("tr", {}, ["Tenant", "borrowed", "lent", "share", "fair share"].map((t) => el("th", { text: t }))),
       ]),
-    );
-    const scalars = Object.keys(cohort)
-      .filter((key) => key !== "tenants" && !isObject(cohort[key]) && !Array.isArray(cohort[key]))
-      .sort()
-      .map((key) => `${key}: ${cohort[key]}`);
+      el(
+        "tbody",
+        {},
+        members.map((member) =>
+          el("tr", { attrs: { "data-member": member } }, [
+            cell(member),
+            cell(amounts(part("borrowed")[member])),
+            cell(amounts(part("lent")[member])),
+            cell(share("shares", member), "num"),
+            cell(share("fairShares", member), "num"),
+          ]),
+        ),
+      ),
+    ]);
     return el("div", { className: "cohort", attrs: { "data-cohort": name } }, [
       el("h3", { text: name }),
       members.length ? el("p", { text: `Tenants: ${members.join(", ")}` }) : null,
-      scalars.length ? el("p", { className: "muted", text: scalars.join(" · ") }) : null,
-      columns.length ? el("table", {}, [el("thead", {}, [head]), el("tbody", {}, body)]) : null,
+      nested.length ? el("p", { className: "muted", text: `Cohorts: ${nested.join(", ")}` }) : null,
+      resources.length ? room : null,
+      members.length ? people : null,
     ]);
   }
 

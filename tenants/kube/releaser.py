@@ -1,7 +1,7 @@
 """Releasing queued pods for real: book, one guarded PATCH, events, backoff and metrics.
 
-:class:`Releaser` listens to the controller's queues (:class:`~tenants.queuebook.QueueBook`).
-When a tenant's room may have freed it plans with :func:`tenants.release.plan_release` and,
+:class:`Releaser` listens to the controller's queues (:class:`~tenants.queue.book.QueueBook`).
+When a tenant's room may have freed it plans with :func:`tenants.queue.release.plan_release` and,
 for each pod, in order:
 
 1. books the pod's request through the ledger store's ``transact``, the path admission takes
@@ -44,19 +44,19 @@ from prometheus_client.core import (
 
 from tenants.config import QUOTA_GATE, TIER_LABEL
 from tenants.controller import LedgerController
-from tenants.gate import OWNER_RULE_PREFIX
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
 from tenants.ledger import LedgerStore, LedgerUnavailable, Tier
-from tenants.queue import QueuedPod
-from tenants.queueing import has_gate
-from tenants.recent import RecentDecisions
-from tenants.release import (
+from tenants.queue.admission import has_gate
+from tenants.queue.gate import OWNER_RULE_PREFIX
+from tenants.queue.line import QueuedPod
+from tenants.queue.release import (
     PaceSettings,
     ReleasePace,
     book_release,
     plan_release,
     undo_release,
 )
+from tenants.recent import RecentDecisions
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ EXAMPLE = ROOT / "examples" / "tenantgate.yaml"
 EXAMPLE_PODS = sorted((ROOT / "examples" / "pods").glob("*.yaml"))
 PRESETS = [
     "default",
+    "cohorts",
     "development",
     "hpc",
     "memory",

@@ -964,3 +964,15 @@ def test_the_readme_keeps_the_ca_key_out_of_the_repository() -> None:
         "tenantgate-certs/ca.key",
         "elsewhere/ca.key",
     ]
+
+
+def test_the_over_share_class_is_shipped_below_burst_and_never_preempts(
+    base: tuple[Manifest, ...],
+) -> None:
+    burst = find(base, "PriorityClass", BURST_CLASS).obj
+    over = find(base, "PriorityClass", "tenant-burst-over-share").obj
+    assert over["value"] < burst["value"], "over-share borrowers must be preempted first"
+    assert over["preemptionPolicy"] == "Never"
+    assert _config().get("overShareBurstPriorityClass", "tenant-burst-over-share") == (
+        "tenant-burst-over-share"
+    )

@@ -306,14 +306,18 @@ def rewrite_status(page: Chrome, statement: str) -> None:
     )
 
 
-# Cohorts come with another change; until then /status has none, and the page draws none. Here
-# the browser is handed a /status with cohorts, as that change will serve them, to show that
-# the page draws them from the document alone.
+# A /status with a cohort tree, in the shape admission/status.py serves (tests of the cohorts
+# themselves run the real thing): the page draws it from the document alone.
 COHORTS = {
     "research": {
-        "tenants": ["team-a", "team-q"],
+        "cohorts": ["research"],
+        "members": ["team-a", "team-q"],
         "capacity": {"cpu": "16"},
-        "borrowed": {"cpu": "3"},
+        "free": {"cpu": "13"},
+        "borrowed": {"team-a": {"cpu": "3"}, "team-q": {}},
+        "lent": {"team-a": {}, "team-q": {"cpu": "3"}},
+        "shares": {"team-a": 0.1875, "team-q": 0.0},
+        "fairShares": {"team-a": 1.0, "team-q": 0.0},
     }
 }
 
@@ -330,8 +334,22 @@ def test_cohorts_are_drawn_from_status_when_it_has_them(
     assert section.is_displayed()
     assert texts(page, "#cohorts h3") == ["research"]
     assert "Tenants: team-a, team-q" in texts(page, "#cohorts p")
-    assert texts(page, "#cohorts th") == ["Resource", "borrowed", "capacity"]
-    assert texts(page, '#cohorts tr[data-resource="cpu"] td') == ["cpu", "3", "16"]
+    assert texts(page, ".cohort-room th") == ["Resource", "capacity", "free to lend"]
+    assert texts(page, '#cohorts tr[data-resource="cpu"] td') == ["cpu", "16", "13"]
+    assert texts(page, '#cohorts tr[data-member="team-a"] td') == [
+        "team-a",
+        "cpu 3",
+        "-",
+        "0.19",
+        "1.00",
+    ]
+    assert texts(page, '#cohorts tr[data-member="team-q"] td') == [
+        "team-q",
+        "-",
+        "cpu 3",
+        "0.00",
+        "0.00",
+    ]
     assert browser.console_errors(page) == []
 
 

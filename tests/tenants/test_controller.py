@@ -205,11 +205,11 @@ def test_a_pod_stuck_terminating_is_counted_until_its_grace_period_has_passed() 
 
 
 def test_pod_facts_tier_falls_back_to_the_priority_class() -> None:
-    assert facts_of(make_pod("u1")).tier("tenant-burst") == "guaranteed"
-    assert facts_of(make_pod("u1", priority_class="tenant-burst")).tier("tenant-burst") == "burst"
+    assert facts_of(make_pod("u1")).tier({"tenant-burst"}) == "guaranteed"
+    assert facts_of(make_pod("u1", priority_class="tenant-burst")).tier({"tenant-burst"}) == "burst"
     assert facts_of(make_pod("u1", tier="nonsense")).tier_label is None
     labelled = facts_of(make_pod("u1", tier="guaranteed", priority_class="tenant-burst"))
-    assert labelled.tier("tenant-burst") == "guaranteed"
+    assert labelled.tier({"tenant-burst"}) == "guaranteed"
 
 
 def test_pod_facts_of_an_invalid_quantity_counts_one_pod_and_says_why() -> None:
@@ -273,23 +273,25 @@ def test_charge_pod_confirms_the_named_reservation_without_changing_usage() -> N
         now=NOW,
         ttl=30,
     )
-    charged, outcome = charge_pod(ledger, facts_of(pod), burst_class="tenant-burst")
+    charged, outcome = charge_pod(ledger, facts_of(pod), burst_classes={"tenant-burst"})
     assert outcome == "confirmed"
     assert charged.burst == ledger.burst
     assert charged.guaranteed == {}
     assert "r-1" not in charged.reservations
     assert charged.charges["u1"] == Charge("burst", request_of(pod))
-    again, outcome = charge_pod(charged, facts_of(pod), burst_class="tenant-burst")
+    again, outcome = charge_pod(charged, facts_of(pod), burst_classes={"tenant-burst"})
     assert outcome == "known"
     assert again is charged
 
 
 def test_charge_pod_reports_unadmitted_and_late_pods() -> None:
     ledger = TenantLedger("team-a")
-    unadmitted, outcome = charge_pod(ledger, facts_of(make_pod("u1")), burst_class="b")
+    unadmitted, outcome = charge_pod(ledger, facts_of(make_pod("u1")), burst_classes={"b"})
     assert outcome == "unadmitted"
     assert unadmitted.guaranteed == amounts(cpu="1", memory="1Gi", pods="1")
-    late, outcome = charge_pod(ledger, facts_of(make_pod("u1", reservation="r-9")), burst_class="b")
+    late, outcome = charge_pod(
+        ledger, facts_of(make_pod("u1", reservation="r-9")), burst_classes={"b"}
+    )
     assert outcome == "late"
     assert late.guaranteed == unadmitted.guaranteed
 

@@ -66,9 +66,11 @@ def test_the_interner_shares_the_amounts_with_limits_too() -> None:
 
 def test_charge_pod_charges_limits_only_when_asked() -> None:
     facts = facts_of(with_limits(make_pod("u1", namespace="limited"), cpu="2"))
-    plain, _ = charge_pod(TenantLedger("plain"), facts, burst_class="tenant-burst")
+    plain, _ = charge_pod(TenantLedger("plain"), facts, burst_classes={"tenant-burst"})
     assert "limits.cpu" not in plain.guaranteed
-    limited, _ = charge_pod(TenantLedger("limited"), facts, burst_class="tenant-burst", limits=True)
+    limited, _ = charge_pod(
+        TenantLedger("limited"), facts, burst_classes={"tenant-burst"}, limits=True
+    )
     assert limited.guaranteed["limits.cpu"] == Quantity.parse("2")
 
 

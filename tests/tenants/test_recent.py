@@ -12,9 +12,9 @@ from tenants.controller import LedgerController, pod_facts
 from tenants.kube.errors import KubeError, KubeForbidden
 from tenants.kube.releaser import PodEvent, Releaser
 from tenants.ledger import MemoryLedger, Tier
-from tenants.queue import QueuedPod
+from tenants.queue.line import QueuedPod
+from tenants.queue.release import PaceSettings
 from tenants.recent import MESSAGE_LIMIT, RecentDecisions
-from tenants.release import PaceSettings
 
 
 def deny(recent: RecentDecisions, index: int, message: str = "over quota") -> None:

@@ -14,12 +14,12 @@ from typing import Any
 from classifier.quantities import Quantity
 from tenants.configfile import load_text
 from tenants.controller import LedgerController, pod_facts
-from tenants.gate import owner_rule
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden
 from tenants.kube.releaser import PodEvent, Releaser, ungate_patch
 from tenants.ledger import MemoryLedger, Tier
-from tenants.queue import QueuedPod
-from tenants.release import PaceSettings
+from tenants.queue.gate import owner_rule
+from tenants.queue.line import QueuedPod
+from tenants.queue.release import PaceSettings
 
 CONFIG = """\
 priorityClasses:

@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 from classifier.quantities import Quantity
 from tenants.config import QueuePolicy
 from tenants.ledger import TenantLedger, book, enqueue, queued_entry_for
-from tenants.queue import QueuedPod, TenantQueue, ledger_position, order_key
-from tenants.quota import build_quota
-from tenants.release import (
+from tenants.queue.line import QueuedPod, TenantQueue, ledger_position, order_key
+from tenants.queue.release import (
     PaceSettings,
     ReleasePace,
     book_release,
     plan_release,
     undo_release,
 )
+from tenants.quota import build_quota
 
 
 def cpu(amount: str) -> dict[str, Quantity]:

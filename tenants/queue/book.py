@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from classifier.quantities import format_list
 from tenants.config import QueuePolicy
 from tenants.ledger import queued_id_for
-from tenants.queue import QueuedPod, TenantQueue
+from tenants.queue.line import QueuedPod, TenantQueue
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ boost. So a :class:`TenantQueue` keeps, per priority, its pods sorted by (time q
 along such a list the effective priority never grows, and the whole order key never shrinks,
 whatever ``now`` is. The order of the whole queue is a merge of a few such lists (one per
 priority class), a pod's position is a binary search in each, and the release planner
-(:mod:`tenants.release`) only looks at list heads. Each list is also split by request
+(:mod:`tenants.queue.release`) only looks at list heads. Each list is also split by request
 ("lanes"): under BestEffortFIFO, a request that does not fit rules out every pod asking the
 same, so planning a release costs O(lanes x log lanes), not O(pods).
 

@@ -31,7 +31,13 @@ from tenants.ledger import (
     queued_entry_for,
     queued_id_for,
 )
-from tenants.queueing import entry_position, never_fits, queue_pod, queued_warning, room_shortfalls
+from tenants.queue.admission import (
+    entry_position,
+    never_fits,
+    queue_pod,
+    queued_warning,
+    room_shortfalls,
+)
 from tenants.quota import Decision, check, denial_message
 from tenants.verdicts import DenialCause
 

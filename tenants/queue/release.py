@@ -40,8 +40,8 @@ from tenants.ledger import (
     queued_entry_for,
     settle_queued,
 )
-from tenants.queue import QueuedPod, Shape, TenantQueue, order_key
-from tenants.queueing import room_shortfalls
+from tenants.queue.admission import room_shortfalls
+from tenants.queue.line import QueuedPod, Shape, TenantQueue, order_key
 from tenants.quota import Decision, Quota
 
 logger = logging.getLogger(__name__)

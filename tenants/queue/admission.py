@@ -33,7 +33,7 @@ from tenants.ledger import (
     dequeue,
     enqueue,
 )
-from tenants.queue import ledger_position
+from tenants.queue.line import ledger_position
 from tenants.quota import Decision, Quota, Shortfall
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,52 @@
+"""The tier rule of a cohort member: its guarantee first, then borrowed room.
+
+:func:`cohort_rule` is the strategy the admission path uses in place of
+:func:`tenants.quota.check` for a tenant in a cohort. It is built from the other members'
+ledgers read in the same transaction as the booking (``MemoryLedger.transact_with_peers``),
+so two borrowers can never take the same room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from classifier.quantities import ResourceList
+from tenants.cohorts.borrowing import check_borrow
+from tenants.cohorts.tree import CohortTree
+from tenants.ledger import TenantLedger
+from tenants.quota import Decision, Quota, TierRule, check
+
+
+def waiting(peers: Mapping[str, TenantLedger]) -> set[str]:
+    """The members with pods waiting in their queues (queue mode)."""
+    return {name for name, ledger in peers.items() if ledger.queued}
+
+
+def cohort_rule(
+    tree: CohortTree, tenant: str, quota: Quota, peers: Mapping[str, TenantLedger]
+) -> TierRule:
+    """Guaranteed when the request fits the guarantee; else burst when :func:`check_borrow`
+    allows it (the decision carries what it borrows); else a denial naming the cohort."""
+    membership = tree.members[tenant]
+    limited = set(quota.ceiling) | set(membership.borrowing_limit)
+    others = {name: ledger for name, ledger in peers.items() if name != tenant}
+    totals = {name: ledger.total() for name, ledger in others.items()}
+    waiters = waiting(others)
+
+    def rule(ledger: TenantLedger, request: ResourceList) -> Decision:
+        plain = check(quota, ledger, request)
+        if plain.tier == "guaranteed":
+            return plain
+        result = check_borrow(
+            tree,
+            tenant,
+            {**totals, tenant: ledger.total()},
+            request,
+            limited=limited,
+            waiting=waiters,
+        )
+        if result.fits:
+            return Decision("burst", borrow=result)
+        return Decision(None, limit="cohort", borrow=result)
+
+    return rule
