@@ -556,7 +556,12 @@ class SimulatedKubelet:
 
     def _patch_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
-        body = {"metadata": {"uid": meta["uid"]}, "status": status}
+        # Conditional on the version the decision was made from: a pod someone else changed
+        # meanwhile (finished, deleted) is looked at again (409), never overwritten.
+        body = {
+            "metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+            "status": status,
+        }
         self._core.patch_namespaced_pod_status(
             meta["name"], meta["namespace"], body, _preload_content=False
         )

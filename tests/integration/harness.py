@@ -281,6 +281,26 @@ def wait_webhooks_active(kubeconfig: Path, metrics_urls: list[str]) -> None:
         api.close()
 
 
+def wait_mutate_skipped(core: Any, namespace: str) -> None:
+    """After the mutating webhook configuration is deleted, wait until kube-apiserver stops
+    calling it (it learns of the deletion through a watch): a dry-run pod comes back untouched
+    by tenantgate."""
+
+    def untouched() -> bool:
+        probe = {
+            "metadata": {"name": "mutate-probe"},
+            "spec": {"containers": [{"name": "probe", "image": "registry.example.com/probe:1"}]},
+        }
+        try:
+            stored = core.create_namespaced_pod(namespace, probe, dry_run="All")
+        except client.ApiException:
+            return False
+        annotations = stored.metadata.annotations or {}
+        return not any(key.startswith("tenantgate.io/") for key in annotations)
+
+    eventually(untouched, "kube-apiserver to stop calling the deleted mutating webhook")
+
+
 def create_namespace(core: Any, body: dict[str, Any]) -> Any:
     """Create the namespace of ``body``, or give the existing one exactly its labels.
 

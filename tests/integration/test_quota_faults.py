@@ -39,6 +39,7 @@ from tests.integration.harness import (
     eventually,
     pod,
     serve_https,
+    wait_mutate_skipped,
 )
 
 
@@ -96,6 +97,7 @@ def test_a_global_default_class_is_no_request(
     # With /mutate skipped, the pod reaches /validate with the default class: not denied.
     admission: Any = client.AdmissionregistrationV1Api(core.api_client)
     admission.delete_mutating_webhook_configuration("tenantgate")
+    wait_mutate_skipped(core, "team-a")
     skipped = core.create_namespaced_pod("team-a", pod("skipped"))
     assert skipped.spec.priority_class_name == "cluster-default"
     eventually(lambda: tenantgate.status()["tenants"]["team-a"]["pods"] == 2, "both charged")
