@@ -30,7 +30,7 @@ class Balancer:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._stop: asyncio.Event | None = None
-        self._open: set[asyncio.StreamWriter] = set()
+        self._open: dict[asyncio.StreamWriter, int] = {}  # both ends of a connection -> port
 
     @property
     def url(self) -> str:
@@ -48,11 +48,13 @@ class Balancer:
             self._backends = list(ports)
             self.connections.clear()
         if dropped and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._cut_all)
+            self._loop.call_soon_threadsafe(self._cut, dropped)
 
-    def _cut_all(self) -> None:
-        for writer in list(self._open):
-            writer.close()
+    def _cut(self, ports: set[int] | None = None) -> None:
+        """Close the connections to ``ports`` (every one when None)."""
+        for writer, port in list(self._open.items()):
+            if ports is None or port in ports:
+                writer.close()
 
     def start(self) -> Balancer:
         self._thread = threading.Thread(
@@ -77,9 +79,9 @@ class Balancer:
         self._started.set()
         async with server:
             await self._stop.wait()
-            self._cut_all()
+            self._cut()
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int] | None:
         backends = self.backends
         for _ in range(len(backends)):
             with self._lock:
@@ -91,7 +93,7 @@ class Balancer:
                 continue
             with self._lock:
                 self.connections[port] += 1
-            return streams
+            return (*streams, port)
         return None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -99,8 +101,9 @@ class Balancer:
         if upstream is None:
             writer.close()
             return
-        up_reader, up_writer = upstream
-        self._open.update((writer, up_writer))
+        up_reader, up_writer, port = upstream
+        self._open[writer] = port
+        self._open[up_writer] = port
 
         async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
             try:
@@ -119,5 +122,5 @@ class Balancer:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         finally:
-            self._open.discard(writer)
-            self._open.discard(up_writer)
+            self._open.pop(writer, None)
+            self._open.pop(up_writer, None)
