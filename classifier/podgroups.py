@@ -1,0 +1,168 @@
+"""Which pod group a pod belongs to, and where the group's size is written.
+
+A pod group is a set of pods that only work together (distributed training, an Indexed Job):
+tenantgate admits it all or nothing. :func:`claim_group` reads one pod and answers with a
+:class:`GroupClaim`: the group's identity and either its size, when the pod carries it, or a
+:class:`SizeRef` naming the object and fields that hold it (an owner Job, a coscheduling
+``PodGroup``), which the caller reads from the cluster. The sources, checked in this order:
+
+1. ``tenantgate.io/pod-group`` and ``tenantgate.io/pod-group-size`` (labels or annotations;
+   a label wins over an annotation of the same key);
+2. the coscheduling label ``scheduling.x-k8s.io/pod-group``: the ``PodGroup`` of that name in
+   the pod's namespace gives ``spec.minMember``;
+3. the ``rules`` given (a profile's ``podGroup`` rule), first match wins;
+4. an Indexed Job's pod (the Job controller's ``batch.kubernetes.io/job-completion-index``
+   annotation and a controlling Job owner): the Job, sized by its ``spec.parallelism``.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from classifier import podview
+
+GROUP_KEY = "tenantgate.io/pod-group"
+GROUP_SIZE_KEY = "tenantgate.io/pod-group-size"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+COSCHEDULING_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+# pkg/controller/job/indexed_job_utils.go: the index of an Indexed Job's pod.
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# The largest group tenantgate accepts: a size past it is a mistake, not a group.
+MAX_GROUP_SIZE = 100_000
+
+
+class GroupClaimError(ValueError):
+    """The pod names a group in a way that cannot be honoured (a size that is not a count)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SizeRef:
+    """The object whose fields give a group's size: the sum of the integers at ``fields``.
+
+    A field is a dotted path; ``*`` stands for every key of an object or every item of a list,
+    so ``spec.pytorchReplicaSpecs.*.replicas`` adds the replicas of every replica type.
+    """
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    fields: tuple[str, ...]
+
+    def size_of(self, document: Mapping[str, Any]) -> int | None:
+        """The size ``document`` gives, or None when none of the fields holds an integer."""
+        total = 0
+        found = False
+        for field in self.fields:
+            for value in _values(document, field.split(".")):
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    total += value
+                    found = True
+        return total if found else None
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} ({', '.join(self.fields)})"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupClaim:
+    """A pod's group: ``key`` is unique within a namespace, ``name`` is what people read.
+
+    Exactly one of ``size`` (known from the pod) and ``size_from`` (to be read) is set.
+    ``source`` says which rule of the module docstring found it: ``labels``, ``coscheduling``,
+    ``indexed-job`` or ``rule:<name>``.
+    """
+
+    key: str
+    name: str
+    source: str
+    size: int | None = None
+    size_from: SizeRef | None = None
+
+
+class GroupRule(Protocol):
+    """A configured way to find groups (a profile's ``podGroup``); first match wins."""
+
+    def claim(self, pod: Mapping[str, Any]) -> GroupClaim | None: ...
+
+
+def claim_group(pod: Mapping[str, Any], rules: Sequence[GroupRule] = ()) -> GroupClaim | None:
+    """The group ``pod`` belongs to, or None. Raises :class:`GroupClaimError` for a
+    ``tenantgate.io/pod-group`` pod whose size is missing or not a positive count."""
+    labels = podview.labels(pod)
+    annotations = podview.annotations(pod)
+    namespace = podview.namespace(pod) or ""
+    name = labels.get(GROUP_KEY) or annotations.get(GROUP_KEY)
+    if name:
+        raw = labels.get(GROUP_SIZE_KEY) or annotations.get(GROUP_SIZE_KEY)
+        return GroupClaim(
+            key=f"labels/{name}", name=name, source="labels", size=parse_size(raw, GROUP_SIZE_KEY)
+        )
+    coscheduled = labels.get(COSCHEDULING_LABEL)
+    if coscheduled:
+        ref = SizeRef(
+            COSCHEDULING_API_VERSION, "PodGroup", namespace, coscheduled, ("spec.minMember",)
+        )
+        return GroupClaim(
+            key=f"coscheduling/{coscheduled}",
+            name=coscheduled,
+            source="coscheduling",
+            size_from=ref,
+        )
+    for rule in rules:
+        claim = rule.claim(pod)
+        if claim is not None:
+            return claim
+    if JOB_COMPLETION_INDEX in annotations or JOB_COMPLETION_INDEX in labels:
+        job = controlling_owner(podview.owner_references(pod), kind="Job", api_group="batch")
+        if job is not None:
+            ref = SizeRef("batch/v1", "Job", namespace, job, ("spec.parallelism",))
+            return GroupClaim(key=f"job/{job}", name=job, source="indexed-job", size_from=ref)
+    return None
+
+
+def parse_size(raw: str | None, field: str) -> int:
+    """A group size written as text: a positive count up to :data:`MAX_GROUP_SIZE`."""
+    if raw is None:
+        raise GroupClaimError(f"{GROUP_KEY} needs {field}: the number of pods in the group")
+    text = raw.strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_GROUP_SIZE:
+        raise GroupClaimError(
+            f"{field}={raw!r} is not a group size: write a whole number from 1 to {MAX_GROUP_SIZE}"
+        )
+    return int(text)
+
+
+def controlling_owner(
+    references: Iterable[Mapping[str, Any]], *, kind: str, api_group: str
+) -> str | None:
+    """The name of the controlling owner of ``kind`` in ``api_group`` (any version), if any."""
+    for reference in references:
+        api_version = podview.string(reference.get("apiVersion")) or ""
+        group = api_version.rpartition("/")[0]
+        if (
+            reference.get("controller") is True
+            and reference.get("kind") == kind
+            and group == api_group
+        ):
+            return podview.string(reference.get("name"))
+    return None
+
+
+def _values(value: Any, path: list[str]) -> Iterable[Any]:
+    if not path:
+        yield value
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        children: Iterable[Any] = (
+            value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        )
+        for child in children:
+            yield from _values(child, rest)
+    elif isinstance(value, dict) and head in value:
+        yield from _values(value[head], rest)
