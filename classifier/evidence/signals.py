@@ -2,8 +2,12 @@
 
 A signal is ``kind:value``, lower-case but for environment names (``image:postgres``,
 ``port:5432``, ``env:MYSQL``, ``flag:--leader-elect``, ``hostpath:/var/lib/kubelet``,
-``owner:DaemonSet``, ``resource:nvidia.com/gpu``). Weights (:mod:`classifier.evidence.weights`)
-are keyed by these texts, so weighing is a dictionary look-up per signal.
+``owner:DaemonSet``, ``resource:nvidia.com/gpu``). An extended resource whose name says it is an
+accelerator (a GPU, TPU, NPU, a MIG slice, Neuron, Gaudi, Ascend...) also gives
+``resource:accelerator``, so a vendor no weight names still counts as one; a pod whose main
+containers declare no port and probe none gives ``port:none``. Weights
+(:mod:`classifier.evidence.weights`) are keyed by these texts, so weighing is a dictionary
+look-up per signal.
 
 Containers that only assist the main one (a mesh proxy, a VPN client, an exporter, a log
 shipper) are *sidecars*: their container signals are set aside, so they do not change what the
@@ -86,6 +90,14 @@ SIDECAR_WORDS = frozenset(
         "queue",
         "git-sync",
         "sidecar",
+        "daprd",
+        "consul-dataplane",
+        "kuma-dp",
+        "xray-daemon",
+        "otel-agent",
+        "ghostunnel",
+        "stunnel",
+        "alloydb-auth-proxy",
     }
 )
 # Image names that say nothing of their own (mssql/server, database/enterprise): the part
@@ -105,6 +117,11 @@ GENERIC_IMAGE_NAMES = frozenset(
     }
 )
 _EXTENDED_SKIP = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+# Words of an extended resource's name (domain or name, split at ``./-``) that say accelerator:
+# nvidia.com/gpu, gpu.intel.com/xe, sophgo.com/tpu, huawei.com/Ascend910, cambricon.com/mlu,
+# nvidia.com/mig-3g.20gb, aws.amazon.com/neuroncore, habana.ai/gaudi2, iluvatar.ai/vgpu.
+_ACCELERATOR_WORDS = frozenset({"mlu", "dcu", "xpu", "qaic", "accel", "mig"})
+_ACCELERATOR_PREFIXES = ("gpu", "vgpu", "tpu", "npu", "neuron", "gaudi", "ascend", "vcuda")
 
 
 def words(text: str) -> Iterator[str]:
@@ -204,6 +221,8 @@ def _container_signals(
             yield _text("probe", path.split("?", 1)[0] or "/")
         elif "grpc" in probe:
             yield "probe:grpc"
+        elif "tcpSocket" in probe:
+            yield "probe:tcp"
     for group in ("command", "args"):
         items = container.get(group)
         if not isinstance(items, list):
@@ -222,6 +241,14 @@ def _container_signals(
                 continue
             if str(amount).strip() not in ("0", "", "0.0"):
                 yield _text("resource", resource)
+                if _is_accelerator(resource):
+                    yield "resource:accelerator"
+
+
+@lru_cache(maxsize=1024)
+def _is_accelerator(resource: str) -> bool:
+    parts = [p for p in _WORD_SPLIT.split(resource.lower()) if p]
+    return any(p in _ACCELERATOR_WORDS or p.startswith(_ACCELERATOR_PREFIXES) for p in parts)
 
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
@@ -353,6 +380,7 @@ def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> Pod
     sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
     all_sidecars = all(sidecar_flags)
     sidecars: list[str] = []
+    serves = False
     for container, name, repository, is_sidecar in zip(
         containers, names, repositories, sidecar_flags, strict=True
     ):
@@ -363,6 +391,9 @@ def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> Pod
             continue
         where = f"container {name or '?'}"
         for text in _container_signals(container, repository, known):
+            # A declared port, or a probe that reaches one (HTTP, gRPC, TCP), says it serves.
+            if not serves and (text == "port:any" or text.startswith("probe:")):
+                serves = True
             if text not in seen and (known is None or text in known):
                 seen[text] = where
     spec = podview.spec(facts.pod)
@@ -370,6 +401,9 @@ def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> Pod
         for container in podview.objects(spec.get(group)):
             if _privileged(container):
                 seen.setdefault("host:privileged", f"container {container.get('name') or '?'}")
+    # No main container declares a port or probes one: nothing says the pod serves anyone.
+    if not serves and containers and (known is None or "port:none" in known):
+        seen["port:none"] = "pod"
     for text in _pod_signals(facts):
         if text not in seen and (known is None or text in known):
             seen[text] = "pod"

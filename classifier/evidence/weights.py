@@ -1,14 +1,16 @@
 """The evidence tenantgate ships for its built-in profile names.
 
 Each entry is a signal (:mod:`classifier.evidence.signals`) and what it weighs for one
-profile. The scale: 30 decides alone (an accelerator request); 8-12 says what a pod is
-(a Job owner, a training-framework owner, a cluster-service label); 4-6 is a strong sign (a
-database image, a server-only environment variable, kube-system, an add-on's name); 1-3 is a
-hint that needs company (a web port, a name word, a probe path). Negative weights say what a
-pod is not: a store's operator, exporter, client or UI is not the store, and a program that
-only waits serves nothing. A profile wins with the highest sum when it reaches the threshold
-(``evidence.threshold``, 4). Every name is general knowledge of the software it names; a
-config adjusts or extends these under ``evidence.weights``.
+profile. The scale: 30 decides alone (an accelerator request, ``resource:accelerator``); 8-12
+says what a pod is (a Job owner, a training-framework owner, a cluster-service label); 4-6 is
+a strong sign (a database image, a port only a store listens on, a server-only environment
+variable, kube-system, an add-on's name); 1-3 is a hint that needs company (a web port, a name
+word, a probe path). Negative weights say what a pod is not: a store's operator, exporter,
+client or UI is not the store, a pod whose variables point at a store is its client, a program
+that only waits serves nothing, and a pod that declares no port and probes none is no API. A
+profile wins with the highest sum when it reaches the threshold (``evidence.threshold``, 4).
+Every name is general knowledge of the software it names; a config adjusts or extends these
+under ``evidence.weights``.
 
 Names are written as space-separated words, several to a line.
 """
@@ -30,13 +32,6 @@ def _each_kind(kinds: str, names: str, weight: int) -> dict[str, int]:
     return {k: v for kind in _names(kinds) for k, v in _each(kind, names, weight).items()}
 
 
-ACCELERATORS = """
-    nvidia.com/gpu amd.com/gpu google.com/tpu alpha.kubernetes.io/nvidia-gpu gpu.intel.com/i915
-    gpu.intel.com/xe npu.intel.com/accel habana.ai/gaudi habana.ai/gaudi2 aws.amazon.com/neuron
-    aws.amazon.com/neuroncore aws.amazon.com/neurondevice nvidia.com/mig-1g.5gb
-    nvidia.com/mig-1g.10gb nvidia.com/mig-2g.10gb nvidia.com/mig-3g.20gb nvidia.com/mig-4g.20gb
-    nvidia.com/mig-7g.40gb nvidia.com/mig-7g.80gb
-"""
 STORE_IMAGES = """
     postgres postgresql postgis timescaledb timescaledb-ha mysql mariadb percona percona-server
     percona-xtradb-cluster mongo mongodb redis valkey keydb memcached cassandra scylla
@@ -47,9 +42,16 @@ STORE_IMAGES = """
     questdb victoria-metrics aerospike ignite geode riak seaweedfs rqlite db database mysqld
     mysql-router cloud-sql-proxy nfs-server nfs-backupstore blobstore postgresql-16
 """
+# Ports only a store listens on (PostgreSQL, MySQL, MongoDB, Redis, Cassandra, CockroachDB,
+# Neo4j, memcached, SQL Server, Oracle, RethinkDB, CouchDB, ArangoDB): they say store alone.
 STORE_PORTS = """
-    5432 3306 27017 27018 6379 9042 26257 9200 8086 5984 8529 7687 11211 2379 1433 1521 28015
-    5701 8123 9000 10260 6432 26379 6446
+    5432 3306 27017 27018 6379 9042 26257 7687 11211 1433 1521 28015 5984 8529 26379 5433
+"""
+# Ports stores use that other software uses too (Elasticsearch, InfluxDB, etcd, Hazelcast,
+# ClickHouse, MinIO, DocumentDB, PgBouncer, MySQL Router, Couchbase, Milvus, Qdrant, Neo4j's
+# HTTP port).
+STORE_SHARED_PORTS = """
+    9200 9300 8086 2379 2380 5701 8123 9000 10260 6432 6446 8091 19530 6333 7474
 """
 STORE_ENV_PREFIXES = """
     MYSQL POSTGRES POSTGRESQL PGDATA MONGO MONGODB MARIADB REDIS CASSANDRA ELASTIC MINIO ETCD
@@ -62,6 +64,13 @@ STORE_SERVER_ENV = """
     MONGO_INITDB_ROOT_USERNAME MONGO_INITDB_ROOT_PASSWORD MONGO_INITDB_DATABASE ETCD_DATA_DIR
     ETCD_INITIAL_CLUSTER MINIO_ROOT_USER MINIO_ACCESS_KEY CASSANDRA_SEEDS CASSANDRA_CLUSTER_NAME
     NEO4J_AUTH ALLOW_EMPTY_PASSWORD DISCOVERY_TYPE ES_JAVA_OPTS PATRONI_SCOPE SPILO_CONFIGURATION
+"""
+# Variables that point a client at a store: the pod connects to one, it is not one.
+STORE_CLIENT_ENV = """
+    POSTGRES_HOST POSTGRES_SERVER POSTGRES_URL POSTGRES_URI POSTGRES_PORT PGHOST MYSQL_HOST
+    MYSQL_SERVER MYSQL_URL MYSQL_PORT MONGO_HOST MONGO_URL MONGO_URI MONGODB_HOST MONGODB_URI
+    MONGODB_URL REDIS_HOST REDIS_URL REDIS_ADDR REDIS_PORT DATABASE_URL DATABASE_HOST DB_HOST
+    DB_URL SPRING_DATASOURCE_URL
 """
 STORE_NAMES = "db database storage cache datastore sql pg"
 # Stores known by name: an app or workload named after one is one.
@@ -76,9 +85,10 @@ BROKER_IMAGES = """
     cp-kafka-rest kafka-connect connect schema-registry ksqldb-server debezium flink
     kafka-streams mirrormaker mirror-maker kafka-bridge zeebe benthos redpanda-connect
 """
-BROKER_PORTS = (
-    "9092 9093 2181 2888 3888 4222 6222 5672 5671 1883 8883 61616 6650 8083 9644 15672 6123"
-)
+BROKER_PORTS = """
+    9092 9093 9094 29092 2181 2888 3888 4222 6222 5672 5671 1883 8883 61616 6650 8083 9644 15672
+    6123 4369 25672
+"""
 BROKER_ENV_PREFIXES = "KAFKA CONNECT FLINK ZOOKEEPER ZOO PULSAR BOOKIE RABBITMQ NATS KSQL REDPANDA"
 # Variables only a broker, a connector worker or a stream processor reads.
 BROKER_SERVER_ENV = """
@@ -88,7 +98,9 @@ BROKER_SERVER_ENV = """
     CONNECT_OFFSET_STORAGE_TOPIC CONNECT_STATUS_STORAGE_TOPIC CONNECT_BOOTSTRAP_SERVERS
     CONNECT_REST_PORT FLINK_PROPERTIES JOB_MANAGER_RPC_ADDRESS ZOO_MY_ID ZOO_SERVERS ZOOKEEPER_ID
     ZOOKEEPER_CLIENT_PORT RABBITMQ_DEFAULT_USER RABBITMQ_ERLANG_COOKIE KSQL_BOOTSTRAP_SERVERS
-    SCHEMA_REGISTRY_HOST_NAME PULSAR_MEM BOOKIE_MEM
+    SCHEMA_REGISTRY_HOST_NAME PULSAR_MEM BOOKIE_MEM CONFIG_STORAGE_TOPIC OFFSET_STORAGE_TOPIC
+    STATUS_STORAGE_TOPIC SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS SCHEMA_REGISTRY_LISTENERS
+    KAFKA_REST_BOOTSTRAP_SERVERS
 """
 BROKER_NAMES = """
     kafka zookeeper broker pulsar bookie nats rabbitmq queue connect stream streaming flink
@@ -107,7 +119,7 @@ SYSTEM_WORDS = """
     attacher resizer snapshotter node-driver-registrar livenessprobe scheduler kubelet reloader
     admission kube-vip agent daemon driver registrar proxy dns injector labeller collector
     exporter validator installer recommender updater application-controller repo-server
-    notifications applicationset dex amdgpu cleaner nanny toolbox tools
+    notifications applicationset dex amdgpu cleaner nanny toolbox tools csi cni
 """
 # Cluster add-ons known by name: such a name on its own says what the pod is.
 ADDON_NAMES = """
@@ -116,7 +128,7 @@ ADDON_NAMES = """
     cluster-autoscaler descheduler node-feature-discovery nfd argocd argo-cd keda kueue velero
     vault-k8s linkerd istio istiod kiali prometheus alertmanager grafana fluentd fluent-bit
     filebeat promtail loki jaeger zipkin tempo otel-collector opentelemetry-collector vector
-    syslog-ng cadvisor tailscale rook ceph csi gpu-operator k8s-device-plugin kured
+    syslog-ng cadvisor tailscale rook ceph gpu-operator k8s-device-plugin kured
     kyverno gatekeeper chaos-exporter litmus drain-cleaner kube-rbac-proxy dcgm
 """
 SYSTEM_FLAGS = """
@@ -138,16 +150,26 @@ WEB_SERVER_IMAGES = """
 """
 WEB_UI_IMAGES = """
     gradio streamlit tensorboard zeppelin jupyter notebook jupyterlab superset metabase
-    open-webui gradio-app ui
+    open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4
 """
+# Java application servers: a web application runs in them.
+APP_SERVERS = "tomcat jetty wildfly jboss"
 SERVING_IMAGES = """
     api service svc server backend gateway tritonserver tensorflow-serving serving vllm-openai
     text-generation-inference torchserve torchserve-kfs sklearnserver xgbserver huggingfaceserver
     lgbserver pmmlserver mlserver seldon-core bentoml ollama podinfo httpbin echoserver hello-app
-    helloworld selenium
+    helloworld selenium sglang lmdeploy localai text-embeddings-inference model_server ovms
+    llamacpp llama-cpp llama.cpp
+"""
+# Flags of model servers (vLLM, TGI, SGLang, llama.cpp, Triton, TensorFlow Serving, OpenVINO
+# Model Server, TorchServe).
+SERVING_FLAGS = """
+    --model --model-id --model-path --served-model-name --tensor-parallel-size --max-model-len
+    --n-gpu-layers --model-repository --model_base_path --model_name --model_config_file
+    --rest_api_port --model-store --models
 """
 SERVICE_NAMES = """
-    api service svc backend server gateway grpc rest app carts orders payment shipping user
+    api service svc backend server gateway grpc rest carts orders payment shipping user
     catalogue catalog cart checkout product inventory auth order currency recommendation ad
     email quote accounting fraud echo hello helloworld httpbin podinfo emoji voting hub details
     ratings reviews predictor inference model serving triton vllm transformer explainer
@@ -168,7 +190,10 @@ def _not_the_store() -> dict[str, int]:
 
 BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
     "ml-training": {
-        **_each("resource", ACCELERATORS, 30),
+        # Any extended resource whose name says accelerator: nvidia.com/gpu, amd.com/gpu,
+        # gpu.intel.com/*, google.com/tpu, habana.ai/gaudi, aws.amazon.com/neuroncore, MIG
+        # slices, huawei.com/Ascend910, cambricon.com/mlu (classifier.evidence.signals).
+        "resource:accelerator": 30,
         **_each("owner", "PyTorchJob TFJob TfJob MPIJob XGBoostJob PaddleJob JAXJob MXNetJob", 12),
         **_each("owner", "TrainJob RayJob RayCluster RayService", 12),
         **_each("label", "training.kubeflow.org/job-name training.kubeflow.org/replica-type", 8),
@@ -216,15 +241,19 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("account", "controller operator manager csi node plugin provisioner cni", 2),
         **_each("account", "agent webhook speaker", 2),
         "volume:csi": 1,
+        # The Prometheus family's own health paths (Prometheus, Alertmanager, Thanos).
+        **_each("probe", "/-/healthy /-/ready", 2),
         **_each("env", "NODE_NAME KUBE_NODE_NAME CSI_ENDPOINT POD_NAMESPACE WATCH_NAMESPACE", 2),
         **_each("env", "OPERATOR_NAME OPERATOR_NAMESPACE", 2),
         **_each("port", "9100 10250 9153 53 8472 10254 9443 9402", 2),
     },
     "database": {
         **_each("image", STORE_IMAGES, 6),
-        **_each("port", STORE_PORTS, 3),
+        **_each("port", STORE_PORTS, 4),
+        **_each("port", STORE_SHARED_PORTS, 3),
         **_each("env", STORE_ENV_PREFIXES, 1),
         **_each("env", STORE_SERVER_ENV, 3),
+        **_each("env", STORE_CLIENT_ENV, -4),
         **_each("name", STORE_NAMES, 2),
         **_each("name", STORE_PRODUCTS, 4),
         "name:store": 1,
@@ -243,6 +272,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("port", BROKER_PORTS, 2),
         **_each("env", BROKER_ENV_PREFIXES, 1),
         **_each("env", BROKER_SERVER_ENV, 3),
+        # Redpanda's and NATS's own server flags.
+        **_each("flag", "--kafka-addr --advertise-kafka-addr --jetstream", 3),
         **_each("name", BROKER_NAMES, 2),
         **_each("port-name", "kafka amqp mqtt peer leader-election nats broker", 1),
         **_each("command", "kafka-server-start.sh connect-distributed.sh nats-server", 3),
@@ -254,8 +285,10 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("image", WEB_SERVER_IMAGES, 3),
         **_each("image", WEB_UI_IMAGES, 4),
         **_each("image-role", "ui frontend front-end web dashboard console portal", 4),
+        "image-role:admin": 3,
         # Application servers: as telling as a store's name, whatever driver the image adds.
-        **_each("image", "tomcat jetty wildfly jboss", 6),
+        **_each("image", APP_SERVERS, 6),
+        **_each("name", APP_SERVERS, 3),
         **_each("name", "frontend front-end storefront store-front", 4),
         **_each("name", "web ui webapp website www", 3),
         **_each("name", "front site portal console vote result nginx httpd wordpress php", 2),
@@ -272,21 +305,30 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "port-name:https": 1,
         "port-name:web": 2,
         "probe:/": 2,
-        "probe:/index.html": 2,
-        **_each("env", "NEXT REACT VUE VITE NODE PUBLIC NGINX PHP WORDPRESS GF", 1),
+        **_each("probe", "/index.html /index.htm /favicon.ico /ui", 2),
+        **_each("env", "NODE PUBLIC NGINX PHP WORDPRESS GF", 1),
+        # Only a browser bundle reads these (REACT_APP_*, VUE_APP_*, VITE_*, NEXT_PUBLIC_*).
+        **_each("env", "NEXT REACT VUE VITE", 3),
+        **_each("command", "nginx httpd caddy apache2-foreground lighttpd", 2),
         **_each("name", WORKERS, -6),
         **_each("command", WAITING, -3),
     },
     "api": {
         "port:any": 2,
+        "port:none": -1,
         **_each_kind("name image", SERVICE_NAMES, 2),
         **_each("image", SERVING_IMAGES, 3),  # after SERVICE_NAMES: these weigh 3
-        **_each("port-name", "grpc http-api api grpc-web h2c http2 rest http-metrics metrics", 2),
+        **_each(
+            "port-name", "grpc rpc http-api api grpc-web h2c http2 rest http-metrics metrics", 2
+        ),
         **_each("port", "8000 8080 8081 8443 5000 3000 9000 50051 8500 8501 8085 7070 8888", 1),
         **_each("port", "9090 80 8001 8002 5001 5002 3001 3002 3550 8090 9080 9555 8200 4317", 1),
         **_each("probe", "/health /healthz /ready /readyz /livez /ping /status /metrics grpc", 1),
         **_each("probe", "/actuator/health /actuator/health/liveness /api/health /v1/health", 1),
         **_each("probe", "/actuator/health/readiness /v2/health/ready /v2/health/live", 1),
+        # Quarkus, ASP.NET and common handlers' health paths.
+        **_each("probe", "/q/health /q/health/live /q/health/ready /health/live /health/ready", 1),
+        **_each("probe", "/healthcheck /health/liveness /health/readiness /api/healthz", 1),
         **_each("env", "SPRING GRPC JAVA PORT DATABASE DB OTEL SERVICE API GIN FLASK DJANGO", 1),
         **_each("env", "QUARKUS ASPNETCORE DOTNET RAILS", 1),
         "label:serving.knative.dev/service": 8,
@@ -294,6 +336,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("owner", "InferenceService ServingRuntime InferenceGraph", 4),
         **_each("command", "vllm text-generation-launcher tritonserver tensorflow_model_server", 1),
         **_each("command", "torchserve gunicorn uvicorn java node python dotnet npm", 1),
+        **_each("flag", SERVING_FLAGS, 2),
         **_each("name", WORKERS, -6),
         **_each("command", WAITING, -3),
     },

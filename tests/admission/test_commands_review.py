@@ -835,12 +835,12 @@ def test_explain_names_every_signal(capsys: pytest.CaptureFixture[str], tmp_path
     _, plain, _ = run(capsys, "-f", path, "-o", "json", "-n", "team-a")
     _, explained, _ = run(capsys, "-f", path, "-o", "json", "-n", "team-a", "--explain")
     assert json.loads(plain)[0]["reason"] == (
-        "evidence: database 15 (image:redis +6, name:redis +4, port:6379 +3, name:cache +2); "
+        "evidence: database 16 (image:redis +6, name:redis +4, port:6379 +4, name:cache +2); "
         "next api 2"
     )
     assert json.loads(explained)[0]["reason"] == (
-        "evidence: database 15 (image:redis +6 (container redis), name:redis +4 (container "
-        "redis), port:6379 +3 (container redis), name:cache +2 (pod)); api 2 (port:any +2 "
+        "evidence: database 16 (image:redis +6 (container redis), name:redis +4 (container "
+        "redis), port:6379 +4 (container redis), name:cache +2 (pod)); api 2 (port:any +2 "
         "(container redis)); web-frontend 1 (port:any +1 (container redis))"
     )
 
@@ -854,8 +854,8 @@ def test_explain_classifies_pods_no_tenant_claims(
     assert (row["profile"], row["rulesProfile"]) == (None, "database")
     assert row["reason"] == (
         'namespace "default" belongs to no tenant: admitted untouched (the classifier would '
-        "give database: evidence: database 15 (image:redis +6 (container redis), name:redis +4 "
-        "(container redis), port:6379 +3 (container redis), name:cache +2 (pod)); api 2 "
+        "give database: evidence: database 16 (image:redis +6 (container redis), name:redis +4 "
+        "(container redis), port:6379 +4 (container redis), name:cache +2 (pod)); api 2 "
         "(port:any +2 (container redis)); web-frontend 1 (port:any +1 (container redis)))"
     )
 

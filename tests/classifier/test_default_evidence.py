@@ -390,6 +390,130 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "ml",
         "ml-training",
     ),
+    (
+        "an accelerator no weight names, known by its resource's name",
+        pod(
+            "registry.example.com/ml/train:1",
+            requests={"huawei.com/Ascend910": "8"},
+            owner=("Job", "t"),
+            restartPolicy="Never",
+        ),
+        "ml",
+        "ml-training",
+    ),
+    (
+        "a MIG slice of a GPU",
+        pod("registry.example.com/ml/notebook:1", requests={"nvidia.com/mig-2g.20gb": "1"}),
+        "ml",
+        "ml-training",
+    ),
+    (
+        "an extended resource that is no accelerator weighs nothing",
+        pod("registry.example.com/net/router:1", requests={"intel.com/sriov_netdevice": "1"}),
+        "net",
+        "general",
+    ),
+    # the patterns held-out manifests showed the weights generalise badly on
+    (
+        "a store known by its port alone",
+        pod("registry.example.com/team/ledger:2", ports=[5432]),
+        "shop",
+        "database",
+    ),
+    (
+        "a client of a store is not one: its variables point at the store",
+        pod(
+            "registry.example.com/shop/orders:1",
+            ports=[8080],
+            env=[
+                {"name": "POSTGRES_HOST", "value": "db"},
+                {"name": "POSTGRES_PASSWORD", "value": "p"},
+                {"name": "POSTGRES_DB", "value": "orders"},
+            ],
+            readinessProbe={"httpGet": {"path": "/healthz", "port": 8080}},
+        ),
+        "shop",
+        "api",
+    ),
+    (
+        "a topic consumer that declares no port serves nothing",
+        pod(
+            "registry.example.com/shop/orders-sync:1",
+            env=[
+                {"name": "KAFKA_ADDR", "value": "kafka:9092"},
+                {"name": "DB_CONNECTION_STRING", "value": "Host=db"},
+                {"name": "OTEL_SERVICE_NAME", "value": "orders-sync"},
+            ],
+        ),
+        "shop",
+        "general",
+    ),
+    (
+        "a service that declares no port but probes one still serves",
+        pod(
+            "registry.example.com/bank/balances:1",
+            labels={"tier": "backend"},
+            env=[{"name": "PORT", "value": "8080"}],
+            readinessProbe={"httpGet": {"path": "/ready", "port": 8080}},
+        ),
+        "bank",
+        "api",
+    ),
+    (
+        "a change-data-capture worker from a private registry, known by its topics",
+        pod(
+            "registry.example.com/data/cdc:5",
+            env=[
+                {"name": "BOOTSTRAP_SERVERS", "value": "kafka:9092"},
+                {"name": "CONFIG_STORAGE_TOPIC", "value": "cdc-configs"},
+                {"name": "OFFSET_STORAGE_TOPIC", "value": "cdc-offsets"},
+            ],
+        ),
+        "data",
+        "streaming",
+    ),
+    (
+        "a UI known by its bundler's variables",
+        pod(
+            "registry.example.com/shop/checkout:1",
+            ports=[3000],
+            env=[{"name": "REACT_APP_API_URL", "value": "/api"}],
+        ),
+        "shop",
+        "web-frontend",
+    ),
+    (
+        "an admin UI known by its image's role, whatever its probe",
+        pod(
+            "ghcr.io/example/shop/store-admin:2",
+            ports=[8081],
+            readinessProbe={"httpGet": {"path": "/health", "port": 8081}},
+        ),
+        "shop",
+        "web-frontend",
+    ),
+    (
+        "a Java application server known by its container's name",
+        pod("registry.example.com/x/shop:1", ports=[8080], labels={"app": "tomcat"}),
+        "shop",
+        "web-frontend",
+    ),
+    (
+        "a model server on CPU known by its flags",
+        pod(
+            "registry.example.com/ml/embedder:1",
+            ports=[8000],
+            args=["--model", "bge-small", "--max-model-len", "512"],
+        ),
+        "ml",
+        "api",
+    ),
+    (
+        "a storage plugin's word in a sleeping pod's name is not a plugin",
+        pod("busybox", labels={"app": "my-csi-app"}, args=["sleep", "3600"]),
+        "default",
+        "general",
+    ),
 ]
 
 

@@ -44,7 +44,7 @@ def test_built_in_weights_decide_for_the_built_in_names() -> None:
         "evidence",
         "evidence",
     )
-    assert found.reason.startswith("evidence: database 11 (image:postgres +6, port:5432 +3, ")
+    assert found.reason.startswith("evidence: database 12 (image:postgres +6, port:5432 +4, ")
 
 
 def test_a_config_without_the_built_in_names_weighs_nothing() -> None:
