@@ -3,7 +3,9 @@
 On every preset that writes rules of its own (``admission/presets/*.yaml``), every pod of the
 real-manifest corpus that a rule matches gets the same profile, by the same rule, with the
 shipped evidence weighed as with evidence off (``evidence: {builtin: false}``, which is how
-every config was read before evidence). Only pods no rule matches may change.
+every config was read before evidence). Only pods no rule matches may change. Every rule of
+every such preset is exercised: the rules no corpus pod matches get a corpus pod labelled for
+them, one the evidence alone would give another profile.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import yaml
 from classifier.config import ClassifierConfig
 from classifier.plan import Classifier, compile_classifier
 from classifier.templates import pod_from_template
+from classifier.types import JSONObject
 from tests.classifier import test_fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +33,40 @@ def presets_with_rules() -> list[str]:
         for path in PRESETS.glob("*.yaml")
         if (yaml.safe_load(path.read_text()) or {}).get("rules")
     )
+
+
+# Corpus pods relabelled for the rules no corpus pod matches as written: (fixture, template
+# key, labels added). The evidence calls the first a database and the second a web frontend.
+RELABELLED = (
+    (
+        "k8s-website-cassandra-statefulset.yaml",
+        "StatefulSet/cassandra@spec.template",
+        {"workload.kubernetes.io/priority": "realtime"},
+    ),
+    (
+        "k8s-examples-guestbook-all-in-one.yaml",
+        "Deployment/frontend@spec.template",
+        {"workload.kubernetes.io/type": "batch"},
+    ),
+)
+
+
+@cache
+def pods() -> tuple[tuple[str, JSONObject], ...]:
+    """Every corpus pod, then the relabelled ones, each with a name for messages."""
+    found = []
+    for fixture, key in test_fixtures.all_templates():
+        found.append(
+            (
+                f"{fixture} {key}",
+                pod_from_template(test_fixtures.template(fixture, key), namespace="default"),
+            )
+        )
+    for fixture, key, labels in RELABELLED:
+        pod = pod_from_template(test_fixtures.template(fixture, key), namespace="default")
+        pod["metadata"]["labels"] = {**pod["metadata"].get("labels", {}), **labels}
+        found.append((f"{fixture} {key} +{labels}", pod))
+    return tuple(found)
 
 
 @cache
@@ -52,17 +89,28 @@ def test_the_presets_that_write_rules() -> None:
 @pytest.mark.parametrize("name", presets_with_rules())
 def test_a_pod_a_rule_matches_keeps_its_verdict(name: str) -> None:
     before, after = compiled(name, evidence=False), compiled(name, evidence=True)
-    matched = 0
-    for fixture, key in test_fixtures.all_templates():
-        pod = pod_from_template(test_fixtures.template(fixture, key), namespace="default")
+    exercised = set()
+    for subject, pod in pods():
         namespace = str(pod["metadata"]["namespace"])
         old = before.classify(pod, namespace=namespace)
         if old.source != "rule":
             continue
-        matched += 1
+        exercised.add(old.rule)
         new = after.classify(pod, namespace=namespace)
-        assert (new.source, new.rule, new.profile) == ("rule", old.rule, old.profile), (
-            fixture,
-            key,
-        )
-    assert matched > 0, f"no pod of the corpus matches a rule of preset {name}"
+        assert (new.source, new.rule, new.profile) == ("rule", old.rule, old.profile), subject
+    raw: dict[str, Any] = yaml.safe_load((PRESETS / f"{name}.yaml").read_text())
+    assert exercised == {rule["name"] for rule in raw["rules"]}, f"rules no pod matches in {name}"
+
+
+def test_the_relabelled_pods_differ_by_evidence() -> None:
+    # Each relabelled pod would get another profile than its rule's from the evidence alone,
+    # so keeping the rule's verdict is a test of rules staying decisive.
+    default = test_fixtures.classifier()
+    rules = compiled("scheduler-selector", evidence=True)
+    for _, pod in pods()[-len(RELABELLED) :]:
+        namespace = str(pod["metadata"]["namespace"])
+        by_rule = rules.classify(pod, namespace=namespace)
+        by_evidence = default.classify(pod, namespace=namespace)
+        assert by_rule.source == "rule"
+        assert by_evidence.source == "evidence"
+        assert by_evidence.profile != by_rule.profile
