@@ -40,7 +40,8 @@ class Weighing:
     sidecars: tuple[str, ...] = ()
 
     def ranking(self) -> list[tuple[str, int]]:
-        return sorted(self.scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        """Profiles by total, the winner first among equal totals (a tie it won), then by name."""
+        return sorted(self.scores.items(), key=lambda kv: (-kv[1], kv[0] != self.profile, kv[0]))
 
     def describe(self, *, explain: bool = False, limit: int = 4) -> str:
         """The evidence in words, each signal with its weight: the leading profile's heaviest

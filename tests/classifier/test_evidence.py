@@ -111,7 +111,10 @@ def test_profiles_a_tenant_may_not_use_are_not_weighed() -> None:
 def test_ties(weights: dict[str, dict[str, int]], profile: str) -> None:
     classifier = compiled(evidence={"builtin": False, "weights": weights})
     subject = pod({"name": "x", "image": "x", "ports": [{"containerPort": 1}]})
-    assert classifier.classify(subject, namespace="n").profile == profile
+    found = classifier.classify(subject, namespace="n")
+    assert found.profile == profile
+    # The reason leads with the profile that won the tie, whatever the names' order.
+    assert found.reason.startswith(f"evidence: {profile} 4 ("), found.reason
 
 
 @pytest.mark.parametrize(
