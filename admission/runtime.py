@@ -53,6 +53,7 @@ from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
+from tenants.kube.cohortstore import CohortLedgerStore, KubeCohortClient
 from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
 from tenants.kube.errors import KubeError
 from tenants.kube.informer import release_free_memory
@@ -539,7 +540,9 @@ class Runtime:
             )
             return MemoryLedger()
         logger.info("ledger: TenantLedger objects in %s, shared by every replica", connection.host)
-        return KubeLedgerStore(KubeLedgerClient(connection.api_client))
+        return CohortLedgerStore(
+            KubeLedgerClient(connection.api_client), KubeCohortClient(connection.api_client)
+        )
 
     def _ledger_check(self) -> Check:
         # Never a reason to be unready: admission works on every replica, leading or not.

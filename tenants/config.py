@@ -922,15 +922,6 @@ def _cohort_support_problems(config: TenantgateConfig) -> list[PolicyProblem]:
                 "(declare it under priorityClasses: cohorts need it)",
             )
         )
-    if config.ledger.backend != "memory":
-        problems.append(
-            PolicyProblem(
-                "ledger.backend",
-                "cohorts are not supported with ledger.backend: kubernetes yet (a borrowed "
-                "booking reads and changes several tenants' ledgers and needs one "
-                "compare-and-swap over them); use the memory backend with one replica",
-            )
-        )
     for name, spec in config.tenants.items():
         if spec.cohort is not None and spec.queue is not None and spec.queue.tier == "burst":
             problems.append(

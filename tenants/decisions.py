@@ -882,6 +882,7 @@ class PolicyAdmitter:
                 ledger, cohort_rule(tree, tenant.name, tenant.quota, peers)
             ),
             commit=commit,
+            cohort=tree.root_of(tree.members[tenant.name].cohort).name,
         )
 
     @staticmethod

@@ -756,7 +756,8 @@ class LedgerStore(Protocol):
 class PeerLedgerStore(Protocol):
     """A store that can change one tenant's ledger after reading others' in the same atomic
     step: what a cohort member's borrowed booking needs (it must never take room another
-    borrower took meanwhile). Only the memory store offers it today."""
+    borrower took meanwhile). ``cohort`` names the tree (its root): a store shared by
+    replicas keeps one cohort-level object per tree."""
 
     async def transact_with_peers(
         self,
@@ -765,6 +766,7 @@ class PeerLedgerStore(Protocol):
         change: Callable[[TenantLedger, Mapping[str, TenantLedger]], tuple[TenantLedger, T]],
         *,
         commit: bool = True,
+        cohort: str | None = None,
     ) -> T: ...
 
 
@@ -820,9 +822,11 @@ class MemoryLedger:
         change: Callable[[TenantLedger, Mapping[str, TenantLedger]], tuple[TenantLedger, T]],
         *,
         commit: bool = True,
+        cohort: str | None = None,
     ) -> T:
         """:meth:`transact` with ``peers``' ledgers read under the same lock (only ``tenant``'s
-        is written): one lock covers every ledger, so no booking can interleave."""
+        is written): one lock covers every ledger, so no booking can interleave (``cohort``
+        is not needed here)."""
         with self._lock:
             others = {name: self._ledgers.get(name) or TenantLedger(name) for name in peers}
             current = self._ledgers.get(tenant)
