@@ -53,7 +53,7 @@ from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
-from tenants.kube.cohortstore import CohortLedgerStore, KubeCohortClient
+from tenants.kube.cohortstore import CohortLedgerStore, CohortStoreCollector, KubeCohortClient
 from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
 from tenants.kube.errors import KubeError
 from tenants.kube.informer import release_free_memory
@@ -460,6 +460,8 @@ class Runtime:
         )
         if isinstance(self.ledger, KubeLedgerStore):
             self.metrics.registry.register(LedgerStoreCollector(self.ledger))
+        if isinstance(self.ledger, CohortLedgerStore):
+            self.metrics.registry.register(CohortStoreCollector(self.ledger))
         if self.elector is not None:
             self.metrics.registry.register(LeaderCollector(self.elector))
         self.metrics.registry.register(QueueCollector(self.controller, self.releaser, clock=clock))

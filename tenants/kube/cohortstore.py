@@ -27,11 +27,12 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from classifier.quantities import Quantity
 from tenants.cohorts.booked import (
@@ -582,11 +583,42 @@ class _StepOneUnavailable(Exception):
         self.error = error
 
 
+_COUNTERS: Final = (
+    ("cohort_bookings", "changes", "Cohort members' bookings answered (committed or dry-run)."),
+    ("cohort_cas_writes", "writes", "TenantCohortLedger compare-and-swap writes that succeeded."),
+    ("cohort_cas_conflicts", "conflicts", "TenantCohortLedger writes refused with 409, retried."),
+    (
+        "cohort_member_writes_rerun",
+        "second_writes_rerun",
+        "Member writes that would borrow more than the cohort object ordered: decided again.",
+    ),
+    ("cohort_pending_settled", "settled", "Pending cohort bookings removed once written."),
+)
+
+
+class CohortStoreCollector:
+    """Prometheus view of :attr:`CohortLedgerStore.cohort_stats`."""
+
+    def __init__(self, store: CohortLedgerStore) -> None:
+        self._store = store
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._store.cohort_stats
+        for name, attribute, documentation in _COUNTERS:
+            family = CounterMetricFamily(f"tenantgate_{name}", documentation)
+            family.add_metric([], getattr(stats, attribute))
+            yield family
+
+
 __all__ = [
     "COHORT_CRD_NAME",
     "COHORT_KIND",
     "COHORT_PLURAL",
     "CohortLedgerStore",
     "CohortStats",
+    "CohortStoreCollector",
     "KubeCohortClient",
 ]
