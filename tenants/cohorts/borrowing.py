@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from classifier.quantities import Quantity
-from tenants.cohorts.fairshare import Totals, borrowed, borrowers, fair_share, share
+from tenants.cohorts.fairshare import (
+    Totals,
+    borrowed,
+    borrowers,
+    capacity,
+    fair_share,
+    share,
+)
 from tenants.cohorts.tree import CohortTree
 
 _ZERO = Quantity(0)
@@ -171,6 +178,23 @@ def check_borrow(
         share=share(tree, tenant, after),
         fair_share=fair_share(tree, tenant, active_after),
     )
+
+
+def most_held(tree: CohortTree, tenant: str, limited: Collection[str]) -> dict[str, Quantity]:
+    """The most ``tenant`` could ever hold of each ``limited`` resource: its guarantee plus
+    what it could borrow (its ``borrowingLimit``, what the rest of its tree can lend, its
+    own burst ceiling when it sets one). A queued pod larger than that never fits."""
+    membership = tree.members[tenant]
+    out: dict[str, Quantity] = {}
+    for resource in sorted(limited):
+        guaranteed = membership.guaranteed.get(resource, _ZERO)
+        lendable = capacity(tree, tenant, resource) - membership.lendable(resource)
+        limit = membership.borrowing_limit.get(resource)
+        borrowable = lendable if limit is None or limit > lendable else limit
+        most = guaranteed + borrowable
+        ceiling = (membership.ceiling or {}).get(resource)
+        out[resource] = ceiling if ceiling is not None and ceiling < most else most
+    return out
 
 
 def _percent(value: Fraction) -> str:

@@ -88,6 +88,11 @@ class CohortTree:
             yield current
             stack.extend(self.cohorts[child] for child in reversed(current.children))
 
+    def root_name(self, tenant: str) -> str | None:
+        """The root cohort of ``tenant``'s tree; None when it is in no cohort."""
+        membership = self.members.get(tenant)
+        return None if membership is None else self.root_of(membership.cohort).name
+
     def tree_members(self, tenant: str) -> tuple[str, ...]:
         """Every tenant in the same tree as ``tenant`` (the pool it borrows from), sorted."""
         root = self.root_of(self.members[tenant].cohort)
