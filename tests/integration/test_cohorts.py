@@ -174,8 +174,17 @@ def apps(kubeconfig: Path) -> Iterator[Any]:
     api.close()
 
 
-@pytest.fixture
-def lab(kube: Cluster, start_tenantgate: StartTenantgate, core: Any) -> Iterator[Tenantgate]:
+@pytest.fixture(params=["memory", "kubernetes"])
+def lab(
+    request: pytest.FixtureRequest,
+    config_file: Path,
+    kube: Cluster,
+    start_tenantgate: StartTenantgate,
+    core: Any,
+) -> Iterator[Tenantgate]:
+    """tenantgate with cohort lab on its node; with either ledger backend (the kubernetes one
+    books members through their tree's TenantCohortLedger)."""
+    config_file.write_text(CONFIG + f"ledger: {{backend: {request.param}}}\n")
     kube.kubelet.add_node(LAB_NODE)
     kube.wait_nodes_schedulable()
     started = start_tenantgate()
