@@ -58,6 +58,7 @@ from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resour
 from tenants.kube.errors import KubeError
 from tenants.kube.informer import release_free_memory
 from tenants.kube.leader import (
+    Duty,
     KubeLeaseClient,
     LeaderCollector,
     LeaderDuties,
@@ -415,7 +416,7 @@ class Runtime:
                 clock=clock,
                 on_restart=self._count_restart,
                 backoff=BackoffPolicy(),
-                duties=(self.releaser.run,) if self.releaser is not None else (),
+                duties=self._leader_duties(),
             )
         self.guard = ClusterGuard(
             self.admitter, synced=self.synced, namespace_labels=self.controller.namespace_labels
@@ -679,6 +680,25 @@ class Runtime:
                 self.controller.sweep(now=self._clock())
             except Exception:
                 logger.exception("reservation sweep failed")
+
+    def _leader_duties(self) -> tuple[Duty, ...]:
+        """What the lease holder runs besides the controller: releases, cohort repairs."""
+        duties: list[Duty] = []
+        if self.releaser is not None:
+            duties.append(self.releaser.run)
+        if isinstance(self.ledger, CohortLedgerStore):
+            duties.append(self._cohort_repair_loop)
+        return tuple(duties)
+
+    async def _cohort_repair_loop(self) -> None:
+        """Lease holder only: after each recount period, the cohort objects follow the
+        members' ledgers (tenants.kube.cohortstore.CohortLedgerStore.repair)."""
+        store = self.ledger
+        while isinstance(store, CohortLedgerStore):
+            await asyncio.sleep(self.timings.recount_seconds)
+            cohorts = self.controller.policy.cohorts
+            if cohorts:
+                await store.repair(cohorts)
 
     async def _recount_loop(self) -> None:
         while True:

@@ -47,6 +47,7 @@ from tenants.cohorts.booked import (
     with_pending,
     within,
 )
+from tenants.cohorts.tree import CohortTree
 from tenants.kube.errors import KubeConflict, KubeError, KubeNotFound, wrap
 from tenants.kube.ledgerstore import (
     CONFLICT_CODE,
@@ -361,12 +362,39 @@ class CohortLedgerStore(KubeLedgerStore):
                 task.add_done_callback(queue.second.discard)
             return
 
-    async def _step_one(self, name: str, batch: list[_Waiter]) -> list[_Plan]:
+    async def repair(self, tree: CohortTree) -> int:
+        """Bring every tree's cohort object in line with its members' ledgers: drop the
+        pending entries that expired or arrived, record each member's usage. Run by the lease
+        holder after its recounts (which repair the members' ledgers from the pods); returns
+        how many objects it wrote."""
+        written = 0
+        for root in sorted(c.name for c in tree.cohorts.values() if c.parent is None):
+            members = sorted(m for c in tree.subtree(root) for m in c.members)
+            if not members:
+                continue
+            for attempt in range(1, self.policy.max_attempts + 1):
+                try:
+                    before = self.cohort_stats.writes
+                    await self._step_one(root, [], members=members)
+                    written += self.cohort_stats.writes - before
+                    break
+                except KubeConflict:
+                    self._count(conflicts=1)
+                    await self._sleep(self.policy.conflict_backoff.delay(attempt))
+                except (KubeError, LedgerError, _StepOneUnavailable) as exc:
+                    logger.warning("cohort %s not repaired: %s", root, exc)
+                    break
+        return written
+
+    async def _step_one(
+        self, name: str, batch: list[_Waiter], *, members: Collection[str] = ()
+    ) -> list[_Plan]:
         stored = await self._run(self._cohort_client.read, name)
         if stored is None:
             stored = await self._create_cohort(name)
         cohort = cohort_from_json(name, stored.status)
-        members = sorted({m for w in batch for m in w.peers})
+        repairing = bool(members)
+        members = sorted({m for w in batch for m in w.peers} | set(members))
         read = await asyncio.gather(*(self._read_member(m) for m in members))
         ledgers = dict(zip(members, read, strict=True))
         now = self._wall()
@@ -404,7 +432,11 @@ class CohortLedgerStore(KubeLedgerStore):
             tuple(entries),
             {m: member_usage(views[m]) for m in members},
         )
-        if tuple(entries) != cohort.pending or any(p.pending for p in plans):
+        if (
+            tuple(entries) != cohort.pending
+            or any(p.pending for p in plans)
+            or (repairing and updated.members != cohort.members)
+        ):
             await self._write_cohort(name, stored, updated)
         for waiter, value, failed in answers:
             self._count(changes=1)

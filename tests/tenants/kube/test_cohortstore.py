@@ -384,3 +384,27 @@ async def test_a_cohort_object_that_keeps_conflicting_fails_closed(cluster: Clus
         "booking); retry"
     )
     assert cluster.ledger("team-a").burst == {}
+
+
+async def test_the_repair_drops_lapsed_entries_and_records_the_members_usage(
+    cluster: Cluster,
+) -> None:
+    crashed, leader = cluster.replica(), cluster.replica()
+    await guarantees_used(leader)
+    cluster.ledgers.fail_writes["team-a"] = KubeError("connection reset", status=0)
+    with pytest.raises(LedgerUnavailable):
+        await borrow(crashed, "team-a")
+    assert cluster.pending() == ["team-a"]
+
+    # Still in flight as far as anyone knows: counted, and the record already says so.
+    assert await leader.repair(TREE) == 0
+    assert cluster.pending() == ["team-a"]
+    cluster.wall.now += PENDING_TTL_SECONDS + 1
+    assert await leader.repair(TREE) == 1
+    assert cluster.pending() == []
+    stored = cluster.cohorts.read("lab")
+    assert stored is not None
+    members = cohort_from_json("lab", stored.status).members
+    assert members["team-a"] == {"guaranteed": {"cpu": Quantity.parse("2")}, "burst": {}}
+    assert members["team-d"] == {"guaranteed": {}, "burst": {}}
+    assert await leader.repair(TREE) == 0  # nothing left to change
