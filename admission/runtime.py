@@ -53,7 +53,8 @@ from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
-from tenants.kube.cohortstore import CohortLedgerStore, CohortStoreCollector, KubeCohortClient
+from tenants.kube.cohortclient import CohortStoreCollector, KubeCohortClient
+from tenants.kube.cohortstore import CohortLedgerStore
 from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
 from tenants.kube.errors import KubeError
 from tenants.kube.informer import release_free_memory

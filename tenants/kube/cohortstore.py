@@ -27,12 +27,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
-
-import orjson
-from prometheus_client.core import CounterMetricFamily, Metric
 
 from classifier.quantities import Quantity
 from tenants.cohorts.booked import (
@@ -48,19 +45,14 @@ from tenants.cohorts.booked import (
     within,
 )
 from tenants.cohorts.tree import CohortTree
-from tenants.kube.errors import KubeConflict, KubeError, KubeNotFound, wrap
+from tenants.kube.cohortclient import COHORT_CRD_NAME
+from tenants.kube.errors import KubeConflict, KubeError, KubeNotFound
 from tenants.kube.ledgerstore import (
     CONFLICT_CODE,
-    CONNECT_TIMEOUT_SECONDS,
-    GROUP,
-    MANAGED_BY,
-    REQUEST_TIMEOUT_SECONDS,
-    VERSION,
     CasPolicy,
     KubeLedgerStore,
     LedgerClient,
     StoredLedger,
-    stored_ledger,
 )
 from tenants.ledger import LedgerError, LedgerUnavailable, TenantLedger
 
@@ -68,9 +60,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-COHORT_PLURAL: Final = "tenantcohortledgers"
-COHORT_KIND: Final = "TenantCohortLedger"
-COHORT_CRD_NAME: Final = f"{COHORT_PLURAL}.{GROUP}"
 
 # How long a pending entry counts, and how long after its cohort write the member's write may
 # still be started. The gap covers the API server's own request timeout (60 s): a member write
@@ -80,86 +69,6 @@ SECOND_WRITE_WINDOW_SECONDS: Final = 10.0
 SETTLE_DELAY_SECONDS: Final = 0.05
 
 PeerChange = Callable[[TenantLedger, Mapping[str, TenantLedger]], tuple[TenantLedger, Any]]
-
-
-class KubeCohortClient:
-    """TenantCohortLedger objects through the official client (the :class:`LedgerClient`
-    calls, read raw and parsed with orjson)."""
-
-    def __init__(self, api_client: Any, *, timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
-        from kubernetes import client
-
-        self._api = client.CustomObjectsApi(api_client)
-        self._timeout = (CONNECT_TIMEOUT_SECONDS, timeout)
-
-    def _call(self, action: str, method: Callable[..., Any], *args: Any) -> dict[str, Any]:
-        try:
-            response = method(
-                GROUP,
-                VERSION,
-                COHORT_PLURAL,
-                *args,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-            try:
-                body = response.data
-            finally:
-                response.release_conn()
-            document = orjson.loads(body)
-        except Exception as exc:
-            raise wrap(exc, action=action) from exc
-        if not isinstance(document, dict):
-            raise KubeError(f"{action}: the response is not a JSON object", reason="BadResponse")
-        return document
-
-    def read(self, name: str) -> StoredLedger | None:
-        try:
-            document = self._call(
-                f"read {COHORT_PLURAL}/{name}", self._api.get_cluster_custom_object, name
-            )
-        except KubeNotFound:
-            return None
-        return stored_ledger(document, name)
-
-    def create(self, name: str) -> StoredLedger:
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": COHORT_KIND,
-            "metadata": {"name": name, "labels": dict(MANAGED_BY)},
-            "spec": {"cohort": name},
-        }
-        document = self._call(
-            f"create {COHORT_PLURAL}/{name}", self._api.create_cluster_custom_object, body
-        )
-        return stored_ledger(document, name)
-
-    def write_status(
-        self, name: str, status: Mapping[str, Any], *, resource_version: str
-    ) -> StoredLedger:
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": COHORT_KIND,
-            "metadata": {"name": name, "resourceVersion": resource_version},
-            "spec": {"cohort": name},
-            "status": dict(status),
-        }
-        document = self._call(
-            f"write {COHORT_PLURAL}/{name}/status",
-            self._api.replace_cluster_custom_object_status,
-            name,
-            body,
-        )
-        return stored_ledger(document, name)
-
-    def list(self) -> list[StoredLedger]:
-        document = self._call(f"list {COHORT_PLURAL}", self._api.list_cluster_custom_object)
-        items = document.get("items")
-        return [
-            stored_ledger(item, "")
-            for item in (items if isinstance(items, list) else [])
-            if isinstance(item, dict)
-        ]
 
 
 @dataclass(slots=True)
@@ -615,42 +524,4 @@ class _StepOneUnavailable(Exception):
         self.error = error
 
 
-_COUNTERS: Final = (
-    ("cohort_bookings", "changes", "Cohort members' bookings answered (committed or dry-run)."),
-    ("cohort_cas_writes", "writes", "TenantCohortLedger compare-and-swap writes that succeeded."),
-    ("cohort_cas_conflicts", "conflicts", "TenantCohortLedger writes refused with 409, retried."),
-    (
-        "cohort_member_writes_rerun",
-        "second_writes_rerun",
-        "Member writes that would borrow more than the cohort object ordered: decided again.",
-    ),
-    ("cohort_pending_settled", "settled", "Pending cohort bookings removed once written."),
-)
-
-
-class CohortStoreCollector:
-    """Prometheus view of :attr:`CohortLedgerStore.cohort_stats`."""
-
-    def __init__(self, store: CohortLedgerStore) -> None:
-        self._store = store
-
-    def describe(self) -> list[Metric]:
-        return []
-
-    def collect(self) -> Iterator[Metric]:
-        stats = self._store.cohort_stats
-        for name, attribute, documentation in _COUNTERS:
-            family = CounterMetricFamily(f"tenantgate_{name}", documentation)
-            family.add_metric([], getattr(stats, attribute))
-            yield family
-
-
-__all__ = [
-    "COHORT_CRD_NAME",
-    "COHORT_KIND",
-    "COHORT_PLURAL",
-    "CohortLedgerStore",
-    "CohortStats",
-    "CohortStoreCollector",
-    "KubeCohortClient",
-]
+__all__ = ["CohortLedgerStore", "CohortStats"]

@@ -19,7 +19,7 @@ import yaml
 from classifier.quantities import Quantity
 from tenants.cohorts.booked import CohortLedger, Pending, cohort_to_json
 from tenants.configfile import load_text
-from tenants.kube.cohortstore import COHORT_CRD_NAME, COHORT_PLURAL
+from tenants.kube.cohortclient import COHORT_CRD_NAME, COHORT_PLURAL
 from tenants.kube.leader import LEASE_NAME
 from tenants.kube.ledgerstore import GROUP, KIND, PLURAL, VERSION
 from tenants.ledger import (

@@ -25,7 +25,7 @@ from kubernetes import client
 
 from classifier.quantities import Quantity
 from tenants.cohorts.booked import CohortLedger, Pending, cohort_from_json, cohort_to_json
-from tenants.kube.cohortstore import KubeCohortClient
+from tenants.kube.cohortclient import KubeCohortClient
 from tenants.kube.connection import ClusterTarget, Connection
 from tenants.kube.ledgerstore import KubeLedgerClient
 from tenants.ledger import Queued, Reservation, TenantLedger, ledger_from_json, ledger_to_json
