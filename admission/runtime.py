@@ -53,10 +53,13 @@ from tenants.configfile import ConfigError, load
 from tenants.controller import LedgerController, find_drift
 from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
+from tenants.kube.cohortclient import CohortStoreCollector, KubeCohortClient
+from tenants.kube.cohortstore import CohortLedgerStore
 from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
 from tenants.kube.errors import KubeError
 from tenants.kube.informer import release_free_memory
 from tenants.kube.leader import (
+    Duty,
     KubeLeaseClient,
     LeaderCollector,
     LeaderDuties,
@@ -414,7 +417,7 @@ class Runtime:
                 clock=clock,
                 on_restart=self._count_restart,
                 backoff=BackoffPolicy(),
-                duties=(self.releaser.run,) if self.releaser is not None else (),
+                duties=self._leader_duties(),
             )
         self.guard = ClusterGuard(
             self.admitter, synced=self.synced, namespace_labels=self.controller.namespace_labels
@@ -459,6 +462,8 @@ class Runtime:
         )
         if isinstance(self.ledger, KubeLedgerStore):
             self.metrics.registry.register(LedgerStoreCollector(self.ledger))
+        if isinstance(self.ledger, CohortLedgerStore):
+            self.metrics.registry.register(CohortStoreCollector(self.ledger))
         if self.elector is not None:
             self.metrics.registry.register(LeaderCollector(self.elector))
         self.metrics.registry.register(QueueCollector(self.controller, self.releaser, clock=clock))
@@ -539,7 +544,9 @@ class Runtime:
             )
             return MemoryLedger()
         logger.info("ledger: TenantLedger objects in %s, shared by every replica", connection.host)
-        return KubeLedgerStore(KubeLedgerClient(connection.api_client))
+        return CohortLedgerStore(
+            KubeLedgerClient(connection.api_client), KubeCohortClient(connection.api_client)
+        )
 
     def _ledger_check(self) -> Check:
         # Never a reason to be unready: admission works on every replica, leading or not.
@@ -674,6 +681,25 @@ class Runtime:
                 self.controller.sweep(now=self._clock())
             except Exception:
                 logger.exception("reservation sweep failed")
+
+    def _leader_duties(self) -> tuple[Duty, ...]:
+        """What the lease holder runs besides the controller: releases, cohort repairs."""
+        duties: list[Duty] = []
+        if self.releaser is not None:
+            duties.append(self.releaser.run)
+        if isinstance(self.ledger, CohortLedgerStore):
+            duties.append(self._cohort_repair_loop)
+        return tuple(duties)
+
+    async def _cohort_repair_loop(self) -> None:
+        """Lease holder only: after each recount period, the cohort objects follow the
+        members' ledgers (tenants.kube.cohortstore.CohortLedgerStore.repair)."""
+        store = self.ledger
+        while isinstance(store, CohortLedgerStore):
+            await asyncio.sleep(self.timings.recount_seconds)
+            cohorts = self.controller.policy.cohorts
+            if cohorts:
+                await store.repair(cohorts)
 
     async def _recount_loop(self) -> None:
         while True:

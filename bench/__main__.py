@@ -3,7 +3,8 @@
 Phases: workload, core (in process), server (tenantgate serve vs the baseline under load),
 scale (curves), memory (rebuild, RSS at rest), ha (replicas), reload (event-loop lag while a
 large config reloads), queue, page (the status page at 10,000 tenants, in Chromium), cluster
-(pod creates through a real kube-apiserver with and without tenantgate's webhooks). A phase
+(pod creates through a real kube-apiserver with and without tenantgate's webhooks), cohorts
+(CPU per pair with 1,000 tenants in 50 cohorts against the same tenants without). A phase
 that fails is reported and the others still run; the exit code is 1 if any phase failed
 (missed targets do not fail a run: they are what the run is for).
 """
@@ -23,6 +24,7 @@ from typing import Any, Final
 import orjson
 
 from bench import cluster as cluster_bench
+from bench import cohorts as cohorts_bench
 from bench import core, ha, memory, reload, report, scale, stats
 from bench import queue as queue_bench
 from bench import statuspage as page_bench
@@ -33,7 +35,18 @@ from bench.stack import Pipeline, memory_ledger, offline_runtime
 from bench.workload import Workload, build_workload, load_sources
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
-PHASES: Final = ("core", "server", "scale", "memory", "ha", "reload", "queue", "page", "cluster")
+PHASES: Final = (
+    "core",
+    "server",
+    "scale",
+    "memory",
+    "ha",
+    "reload",
+    "queue",
+    "page",
+    "cluster",
+    "cohorts",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,6 +499,27 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
 
+    def run_cohorts() -> None:
+        measured = cohorts_bench.measure(
+            rounds=sizes.core_rounds,
+            pairs=sizes.core_pairs,
+            workload_pairs=sizes.workload_pairs,
+            seed=args.seed,
+            sources=sources,
+            progress=progress,
+        )
+        results["cohorts"] = measured
+        figures["cohorts_ratio"] = measured["ratio"]
+        without, grouped = measured["without"], measured["with"]
+        extra_rows.append(
+            report.Row(
+                f"cohorts: µs/pair, {measured['tenants']:,} tenants without / in "
+                f"{measured['cohorts']} cohorts",
+                f"{without['us_per_pair']} / {grouped['us_per_pair']} "
+                f"({measured['borrowing_pairs']} of the {measured['workload_pairs']} pods borrow)",
+            )
+        )
+
     phase("core", run_core)
     phase("server", run_server)
     phase("scale", run_scale)
@@ -495,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     phase("reload", run_reload)
     phase("page", run_page)
     phase("cluster", run_cluster)
+    phase("cohorts", run_cohorts)
 
     full_size = not args.quick
     applicable = {

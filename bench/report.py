@@ -1,8 +1,8 @@
 """Targets, the table printed at the end of a run, and the machine the run happened on.
 
-The targets are those of issue 6, and the reload one of issue 11. A figure that was not
-measured at the size a target names (a ``--quick`` run uses smaller sizes) is shown with
-``n/a`` rather than judged.
+The targets are those of issue 6, the reload one of issue 11 and the cohorts one of issue
+23. A figure that was not measured at the size a target names (a ``--quick`` run uses smaller
+sizes) is shown with ``n/a`` rather than judged.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ TARGETS: Final = (
     Target("queue_admission_ratio", "queue: admission CPU, queued / admitted", "x", "<=", 3),
     Target("queue_bytes_per_pod", "queue: memory per queued pod", " B", "<=", 2048),
     Target("reload_lag_ms", "reload: worst loop lag, 10,000-tenant config", " ms", "<=", 50),
+    Target(
+        "cohorts_ratio", "cohorts: CPU/pair, 1,000 tenants in 50 cohorts / none", "x", "<=", 1.2
+    ),
     Target(
         "cluster_wall_ratio", "cluster: 2,000 creates, with / without webhooks", "x", "<=", 1.25
     ),

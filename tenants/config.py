@@ -45,6 +45,7 @@ from classifier.config import (
 from classifier.plan import Classifier, compile_classifier
 from classifier.quantities import Quantity, QuantityError
 from tenants.bounds import Bounds, BoundsLevel
+from tenants.cohorts.borrowing import most_held
 from tenants.cohorts.tree import Cohort, CohortTree, Membership, build_cohorts
 from tenants.quota import Quota, build_quota
 from tenants.resourcenames import ledger_keys
@@ -520,6 +521,9 @@ class TenantPolicy:
     classifier: Classifier
     container_defaults: Mapping[str, Quantity]
     queue: QueuePolicy | None = None  # None: over-quota pods are rejected
+    # A cohort member queueing for borrowed room: the most it could ever hold per resource
+    # (tenants.cohorts.borrowing.most_held), what a queued pod must fit; None otherwise.
+    queue_room: Mapping[str, Quantity] | None = None
 
     def queue_class(self, burst_class: str) -> str:
         """The class a queued pod gets when it asks for none: its queue tier's."""
@@ -873,6 +877,8 @@ def compile_policy(config: TenantgateConfig) -> Policy:
     )
     problems.extend(PolicyProblem(p.path, p.message) for p in cohort_problems)
     problems.extend(_cohort_support_problems(config))
+    if not problems:
+        _with_queue_rooms(cohorts, tenants, by_namespace, selector_tenants)
 
     if problems or base is None:
         raise PolicyError(problems)
@@ -893,6 +899,25 @@ def compile_policy(config: TenantgateConfig) -> Policy:
         cohorts=cohorts,
         over_share_class=config.overShareBurstPriorityClass,
     )
+
+
+def _with_queue_rooms(
+    cohorts: CohortTree,
+    tenants: dict[str, TenantPolicy],
+    by_namespace: dict[str, TenantPolicy],
+    selector_tenants: list[TenantPolicy],
+) -> None:
+    """Give each cohort member that queues for the burst tier its :attr:`queue_room`."""
+    for name in cohorts.members:
+        old = tenants[name]
+        if old.queue is None or old.queue.tier != "burst":
+            continue
+        new = replace(old, queue_room=most_held(cohorts, name, old.quota.ceiling))
+        tenants[name] = new
+        for namespace, owner in by_namespace.items():
+            if owner is old:
+                by_namespace[namespace] = new
+        selector_tenants[:] = [new if t is old else t for t in selector_tenants]
 
 
 def _membership(name: str, spec: TenantSpec, quota: Quota) -> Membership:
@@ -922,22 +947,4 @@ def _cohort_support_problems(config: TenantgateConfig) -> list[PolicyProblem]:
                 "(declare it under priorityClasses: cohorts need it)",
             )
         )
-    if config.ledger.backend != "memory":
-        problems.append(
-            PolicyProblem(
-                "ledger.backend",
-                "cohorts are not supported with ledger.backend: kubernetes yet (a borrowed "
-                "booking reads and changes several tenants' ledgers and needs one "
-                "compare-and-swap over them); use the memory backend with one replica",
-            )
-        )
-    for name, spec in config.tenants.items():
-        if spec.cohort is not None and spec.queue is not None and spec.queue.tier == "burst":
-            problems.append(
-                PolicyProblem(
-                    field_path("tenants", name, "queue", "tier"),
-                    "a cohort member cannot queue for the burst tier yet (releases onto "
-                    "borrowed room are not supported); use queue.tier: guaranteed",
-                )
-            )
     return problems

@@ -1239,6 +1239,10 @@ class LedgerController:
         charge = self._store.update(tenant, lambda ledger: release_pod(ledger, facts))
         self.stats.count(self.stats.released, reason)
         self.queues.room_changed(tenant)
+        if tenant in self.policy.cohorts.members:
+            # Room freed in a cohort tree may be borrowed by any member waiting there.
+            for member in self.policy.cohorts.tree_members(tenant):
+                self.queues.room_changed(member)
         logger.debug("pod %s released from tenant %s (%s)", facts.key, tenant, reason)
         return charge
 

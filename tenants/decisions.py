@@ -637,6 +637,8 @@ class PolicyAdmitter:
     ) -> None:
         self._policy = policy
         self._ledger = ledger
+        # Checked once: a runtime Protocol check costs tens of µs per admission.
+        self._peer_store = ledger if isinstance(ledger, PeerLedgerStore) else None
         self._namespace_labels = namespace_labels
         self.gate_owner = gate_owner
 
@@ -868,8 +870,8 @@ class PolicyAdmitter:
             return await self._ledger.transact(
                 tenant.name, lambda ledger: change(ledger, None), commit=commit
             )
-        store = self._ledger
-        if not isinstance(store, PeerLedgerStore):
+        store = self._peer_store
+        if store is None:
             # compile_policy refuses cohorts with such a store; never book without the peers.
             raise LedgerUnavailable(
                 f"tenant {tenant.name} is in a cohort and this ledger backend cannot read its "
@@ -882,6 +884,7 @@ class PolicyAdmitter:
                 ledger, cohort_rule(tree, tenant.name, tenant.quota, peers)
             ),
             commit=commit,
+            cohort=tree.root_name(tenant.name),
         )
 
     @staticmethod

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -756,7 +756,8 @@ class LedgerStore(Protocol):
 class PeerLedgerStore(Protocol):
     """A store that can change one tenant's ledger after reading others' in the same atomic
     step: what a cohort member's borrowed booking needs (it must never take room another
-    borrower took meanwhile). Only the memory store offers it today."""
+    borrower took meanwhile). ``cohort`` names the tree (its root): a store shared by
+    replicas keeps one cohort-level object per tree."""
 
     async def transact_with_peers(
         self,
@@ -765,6 +766,7 @@ class PeerLedgerStore(Protocol):
         change: Callable[[TenantLedger, Mapping[str, TenantLedger]], tuple[TenantLedger, T]],
         *,
         commit: bool = True,
+        cohort: str | None = None,
     ) -> T: ...
 
 
@@ -779,6 +781,7 @@ class MemoryLedger:
     def __init__(self, ledgers: Iterable[TenantLedger] = ()) -> None:
         self._lock = threading.Lock()
         self._ledgers: dict[str, TenantLedger] = {ledger.tenant: ledger for ledger in ledgers}
+        self._idle: dict[str, TenantLedger] = {}  # empty ledgers handed to cohort peers
 
     def get(self, tenant: str) -> TenantLedger:
         ledger = self._ledgers.get(tenant)
@@ -820,11 +823,13 @@ class MemoryLedger:
         change: Callable[[TenantLedger, Mapping[str, TenantLedger]], tuple[TenantLedger, T]],
         *,
         commit: bool = True,
+        cohort: str | None = None,
     ) -> T:
         """:meth:`transact` with ``peers``' ledgers read under the same lock (only ``tenant``'s
-        is written): one lock covers every ledger, so no booking can interleave."""
+        is written): one lock covers every ledger, so no booking can interleave (``cohort``
+        is not needed here)."""
         with self._lock:
-            others = {name: self._ledgers.get(name) or TenantLedger(name) for name in peers}
+            others = _Peers(self._ledgers, peers, self._idle)
             current = self._ledgers.get(tenant)
             given = current if current is not None else TenantLedger(tenant)
             new, result = change(given, others)
@@ -855,6 +860,60 @@ class MemoryLedger:
 
     def __iter__(self) -> Iterator[TenantLedger]:
         return iter(self.snapshot().values())
+
+
+class _Peers(Mapping[str, TenantLedger]):
+    """``peers``' ledgers, read when asked (under the caller's lock): a member's guaranteed
+    booking never reads them."""
+
+    __slots__ = ("_idle", "_known", "_ledgers", "_names")
+
+    def __init__(
+        self,
+        ledgers: Mapping[str, TenantLedger],
+        names: Collection[str],
+        idle: dict[str, TenantLedger],
+    ) -> None:
+        self._ledgers = ledgers
+        self._names = names
+        self._idle = idle
+        self._known: frozenset[str] | None = None
+
+    def empty(self, name: str) -> TenantLedger:
+        found = self._idle.get(name)
+        if found is None:
+            found = self._idle[name] = TenantLedger(name)
+        return found
+
+    def __getitem__(self, name: str) -> TenantLedger:
+        if self._known is None:
+            self._known = frozenset(self._names)
+        if name not in self._known:
+            raise KeyError(name)
+        found = self._ledgers.get(name)
+        return found if found is not None else self.empty(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def items(self) -> ItemsView[str, TenantLedger]:
+        return _PeerItems(self)
+
+
+class _PeerItems(ItemsView[str, TenantLedger]):
+    """``_Peers.items()`` without a lookup per key (a borrowed booking reads every peer)."""
+
+    _mapping: _Peers
+
+    def __iter__(self) -> Iterator[tuple[str, TenantLedger]]:
+        peers = self._mapping
+        ledgers = peers._ledgers
+        for name in peers._names:
+            found = ledgers.get(name)
+            yield name, found if found is not None else peers.empty(name)
 
 
 def ledger_from_usage(document: Any) -> MemoryLedger:

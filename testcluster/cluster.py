@@ -253,9 +253,10 @@ class Cluster:
                     _preload_content=False,
                 )
         # tenantgate's own cluster state: its ledgers, leases and events.
-        custom.delete_collection_cluster_custom_object(
-            "tenantgate.io", "v1alpha1", "tenantledgers", _preload_content=False
-        )
+        for plural in ("tenantledgers", "tenantcohortledgers"):
+            custom.delete_collection_cluster_custom_object(
+                "tenantgate.io", "v1alpha1", plural, _preload_content=False
+            )
         for group, version, plural in (
             ("coordination.k8s.io", "v1", "leases"),
             ("", "v1", "events"),

@@ -94,6 +94,7 @@ class Installation:
             "wait",
             "--for=condition=Established",
             "crd/tenantledgers.tenantgate.io",
+            "crd/tenantcohortledgers.tenantgate.io",
             "--timeout=60s",
         )
         return self

@@ -25,10 +25,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from classifier.quantities import Quantity
-from tenants.cohorts.fairshare import Totals, borrowed, borrowers, fair_share, share
-from tenants.cohorts.tree import CohortTree
+from tenants.cohorts.fairshare import (
+    Totals,
+    borrowed,
+    borrowers,
+    capacity,
+    fair_share,
+    share,
+)
+from tenants.cohorts.tree import CohortTree, Membership
 
 _ZERO = Quantity(0)
+_NONE: Mapping[str, Quantity] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,32 +51,74 @@ class Pool:
     lent_by: Mapping[str, Quantity]  # members' unused lendable guarantee, and cohort quotas
 
 
+def _idle_lenders(tree: CohortTree, root: str, resource: str) -> dict[str, Quantity]:
+    """Who lends how much of ``resource`` in ``root``'s tree while no member uses any:
+    every cohort's quota and every member's lendable guarantee (cached on the tree)."""
+    key = (root, resource)
+    found = tree.idle_lenders.get(key)
+    if found is None:
+        found = {}
+        for cohort in tree.subtree(root):
+            own = cohort.quota.get(resource, _ZERO)
+            if own.nanos > 0:
+                found[f"cohort {cohort.name}"] = own
+            for name in cohort.members:
+                membership = tree.members[name]
+                lendable = membership.lendable(resource)
+                if lendable.nanos > 0 and membership.limits(resource):
+                    found[name] = lendable
+        tree.idle_lenders[key] = found
+    return found
+
+
 def pool(tree: CohortTree, tenant: str, totals: Totals, resource: str) -> Pool:
-    """``resource``'s pool in ``tenant``'s tree, measured from ``totals``."""
-    root = tree.root_of(tree.members[tenant].cohort)
-    supply = demand = _ZERO
+    """``resource``'s pool in ``tenant``'s tree, measured from ``totals``.
+
+    A borrowed booking measures its whole tree, so this starts from the tree's pool while
+    idle (cached) and visits only the members ``totals`` names (those using something).
+    """
+    root = tree.root_name(tenant) or ""
+    idle = _idle_lenders(tree, root, resource)
+    supply = sum(amount.nanos for amount in idle.values())
+    demand = 0
     borrowed_by: dict[str, Quantity] = {}
-    lent_by: dict[str, Quantity] = {}
-    for cohort in tree.subtree(root.name):
-        own = cohort.quota.get(resource, _ZERO)
-        if own.nanos > 0:
-            supply += own
-            lent_by[f"cohort {cohort.name}"] = own
-        for name in cohort.members:
-            membership = tree.members[name]
-            if not membership.limits(resource):
-                continue
-            used = totals.get(name, {}).get(resource, _ZERO)
-            unused = membership.guaranteed.get(resource, _ZERO) - used
-            if unused.nanos > 0:
-                lendable = min(unused, membership.lendable(resource))
-                if lendable.nanos > 0:
-                    supply += lendable
-                    lent_by[name] = lendable
-            elif unused.nanos < 0:
-                demand += -unused
-                borrowed_by[name] = -unused
-    return Pool(resource, supply, demand, borrowed_by, lent_by)
+    lent_by = dict(idle)
+    members = tree.members
+    for name, total in totals.items():
+        membership = members.get(name)
+        if membership is None or not total or tree.root_name(name) != root:
+            continue
+        lent, taken = _part(membership, total, resource)
+        full = idle.get(name)
+        full_nanos = full.nanos if full is not None else 0
+        if lent != full_nanos:
+            supply += lent - full_nanos
+            guaranteed = membership.guaranteed.get(resource, _ZERO)
+            if lent:
+                lent_by[name] = Quantity(lent, guaranteed.format)
+            else:
+                lent_by.pop(name, None)
+        if taken:
+            demand += taken
+            borrowed_by[name] = Quantity(taken, membership.guaranteed.get(resource, _ZERO).format)
+    sample = next(iter(idle.values()), None) or next(iter(borrowed_by.values()), _ZERO)
+    return Pool(
+        resource,
+        Quantity(supply, sample.format),
+        Quantity(demand, sample.format),
+        borrowed_by,
+        lent_by,
+    )
+
+
+def _part(membership: Membership, total: Mapping[str, Quantity], resource: str) -> tuple[int, int]:
+    """What one member adds to its tree's pool of ``resource``, in nanos: (lent, borrowed)."""
+    if not membership.limits(resource):
+        return 0, 0
+    unused = membership.guaranteed.get(resource, _ZERO).nanos - total.get(resource, _ZERO).nanos
+    if unused > 0:
+        return min(unused, membership.lendable(resource).nanos), 0
+    return 0, -unused
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +193,12 @@ def check_borrow(
             )
         measured = pool(tree, tenant, totals, resource)
         lenders.update(name for name in measured.lent_by if name != tenant)
-        taken = pool(tree, tenant, {**totals, tenant: after}, resource)
-        if taken.demand > taken.supply:
+        # The pool with the booking: only the tenant's own part of it changes.
+        supply_before, demand_before = _part(membership, before, resource)
+        supply_after, demand_after = _part(membership, after, resource)
+        supply = measured.supply.nanos - supply_before + supply_after
+        demand = measured.demand.nanos - demand_before + demand_after
+        if demand > supply:
             guaranteed = membership.guaranteed.get(resource, _ZERO)
             reasons.append(
                 f"exceeded cohort {root}'s shared room: requested {resource}={amount}, "
@@ -171,6 +225,23 @@ def check_borrow(
         share=share(tree, tenant, after),
         fair_share=fair_share(tree, tenant, active_after),
     )
+
+
+def most_held(tree: CohortTree, tenant: str, limited: Collection[str]) -> dict[str, Quantity]:
+    """The most ``tenant`` could ever hold of each ``limited`` resource: its guarantee plus
+    what it could borrow (its ``borrowingLimit``, what the rest of its tree can lend, its
+    own burst ceiling when it sets one). A queued pod larger than that never fits."""
+    membership = tree.members[tenant]
+    out: dict[str, Quantity] = {}
+    for resource in sorted(limited):
+        guaranteed = membership.guaranteed.get(resource, _ZERO)
+        lendable = capacity(tree, tenant, resource) - membership.lendable(resource)
+        limit = membership.borrowing_limit.get(resource)
+        borrowable = lendable if limit is None or limit > lendable else limit
+        most = guaranteed + borrowable
+        ceiling = (membership.ceiling or {}).get(resource)
+        out[resource] = ceiling if ceiling is not None and ceiling < most else most
+    return out
 
 
 def _percent(value: Fraction) -> str:

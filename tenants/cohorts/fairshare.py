@@ -19,6 +19,7 @@ K = TypeVar("K")
 OrderKey = tuple[float | str, ...]
 
 _ZERO = Quantity(0)
+_NONE: Mapping[str, Quantity] = {}
 Totals = Mapping[str, Mapping[str, Quantity]]
 
 
@@ -39,11 +40,16 @@ def capacity(tree: CohortTree, tenant: str, resource: str) -> Quantity:
     """The lendable capacity of ``tenant``'s tree: every cohort's quota and every member's
     lendable guarantee of ``resource`` (used or not)."""
     root = tree.root_of(tree.members[tenant].cohort)
+    key = (root.name, resource)
+    cached = tree.capacities.get(key)
+    if cached is not None:
+        return cached
     amount = _ZERO
     for cohort in tree.subtree(root.name):
         amount += cohort.quota.get(resource, _ZERO)
         for member in cohort.members:
             amount += tree.members[member].lendable(resource)
+    tree.capacities[key] = amount
     return amount
 
 
@@ -69,11 +75,26 @@ def fair_share(tree: CohortTree, tenant: str, active: Collection[str]) -> Fracti
 
 def borrowers(tree: CohortTree, tenant: str, totals: Totals) -> set[str]:
     """The members of ``tenant``'s tree that borrow now."""
+    root = tree.root_name(tenant)
+    members = tree.members
+    # Only a member that uses something can borrow: visit those ``totals`` names.
     return {
         name
-        for name in tree.tree_members(tenant)
-        if borrowed(tree.members[name], totals.get(name, {}))
+        for name, total in totals.items()
+        if total
+        and name in members
+        and tree.root_name(name) == root
+        and _borrows(members[name], total)
     }
+
+
+def _borrows(membership: Membership, total: Mapping[str, Quantity]) -> bool:
+    """Whether :func:`borrowed` is not empty (without building it)."""
+    guaranteed = membership.guaranteed
+    for resource, used in total.items():
+        if used.nanos > guaranteed.get(resource, _ZERO).nanos and membership.limits(resource):
+            return True
+    return False
 
 
 def release_order(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from classifier.quantities import ResourceList
+from classifier.quantities import Quantity, ResourceList
 from tenants.cohorts.borrowing import check_borrow
 from tenants.cohorts.tree import CohortTree
 from tenants.ledger import TenantLedger
@@ -29,22 +29,22 @@ def cohort_rule(
     allows it (the decision carries what it borrows); else a denial naming the cohort."""
     membership = tree.members[tenant]
     limited = set(quota.ceiling) | set(membership.borrowing_limit)
-    others = {name: ledger for name, ledger in peers.items() if name != tenant}
-    totals = {name: ledger.total() for name, ledger in others.items()}
-    waiters = waiting(others)
 
     def rule(ledger: TenantLedger, request: ResourceList) -> Decision:
         plain = check(quota, ledger, request)
         if plain.tier == "guaranteed":
-            return plain
-        result = check_borrow(
-            tree,
-            tenant,
-            {**totals, tenant: ledger.total()},
-            request,
-            limited=limited,
-            waiting=waiters,
-        )
+            return plain  # the guarantee is a promise: the peers are not read
+        totals: dict[str, Mapping[str, Quantity]] = {}
+        waiters: set[str] = set()
+        for name, peer in peers.items():
+            if name == tenant:
+                continue
+            if peer.guaranteed or peer.burst:  # an idle member only lends: pool() knows it
+                totals[name] = peer.total()
+            if peer.queued:
+                waiters.add(name)
+        totals[tenant] = ledger.total()
+        result = check_borrow(tree, tenant, totals, request, limited=limited, waiting=waiters)
         if result.fits:
             return Decision("burst", borrow=result)
         return Decision(None, limit="cohort", borrow=result)

@@ -69,6 +69,18 @@ class CohortTree:
 
     cohorts: Mapping[str, Cohort] = field(default_factory=dict)
     members: Mapping[str, Membership] = field(default_factory=dict)
+    # tenant -> (root, tree members), filled on first use: every booking of a member asks.
+    _trees: dict[str, tuple[str, tuple[str, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # (root, resource) -> lendable capacity, filled on first use (tenants.cohorts.fairshare).
+    capacities: dict[tuple[str, str], Quantity] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # (root, resource) -> who lends what while nobody uses anything (tenants.cohorts.borrowing).
+    idle_lenders: dict[tuple[str, str], dict[str, Quantity]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __bool__(self) -> bool:
         return bool(self.cohorts)
@@ -88,10 +100,21 @@ class CohortTree:
             yield current
             stack.extend(self.cohorts[child] for child in reversed(current.children))
 
+    def _tree(self, tenant: str) -> tuple[str, tuple[str, ...]]:
+        found = self._trees.get(tenant)
+        if found is None:
+            root = self.root_of(self.members[tenant].cohort).name
+            names = tuple(sorted(m for c in self.subtree(root) for m in c.members))
+            found = self._trees[tenant] = (root, names)
+        return found
+
+    def root_name(self, tenant: str) -> str | None:
+        """The root cohort of ``tenant``'s tree; None when it is in no cohort."""
+        return self._tree(tenant)[0] if tenant in self.members else None
+
     def tree_members(self, tenant: str) -> tuple[str, ...]:
         """Every tenant in the same tree as ``tenant`` (the pool it borrows from), sorted."""
-        root = self.root_of(self.members[tenant].cohort)
-        return tuple(sorted(m for c in self.subtree(root.name) for m in c.members))
+        return self._tree(tenant)[1]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Releasing queued pods for real: book, one guarded PATCH, events, backoff and metrics.
 
 :class:`Releaser` listens to the controller's queues (:class:`~tenants.queue.book.QueueBook`).
-When a tenant's room may have freed it plans with :func:`tenants.queue.release.plan_release` and,
-for each pod, in order:
+When a tenant's room may have freed it plans with :func:`tenants.queue.release.plan_release`
+(for the members of a cohort tree, all their queues at once, lowest share first:
+:func:`tenants.cohorts.release.plan_cohort_release`) and, for each pod, in order:
 
 1. books the pod's request through the ledger store's ``transact``, the path admission takes
    (a compare-and-swap on the TenantLedger with several replicas): the booking is re-checked
@@ -42,15 +43,17 @@ from prometheus_client.core import (
     Metric,
 )
 
+from tenants.cohorts.release import MemberQueue, book_member_release, plan_cohort_release
 from tenants.config import QUOTA_GATE, TIER_LABEL
 from tenants.controller import LedgerController
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
-from tenants.ledger import LedgerStore, LedgerUnavailable, Tier
+from tenants.ledger import LedgerStore, LedgerUnavailable, PeerLedgerStore, Tier
 from tenants.queue.admission import has_gate
 from tenants.queue.gate import OWNER_RULE_PREFIX
 from tenants.queue.line import QueuedPod
 from tenants.queue.release import (
     PaceSettings,
+    ReleaseBooking,
     ReleasePace,
     book_release,
     plan_release,
@@ -335,8 +338,14 @@ class Releaser:
                 pending, self._dirty = self._dirty, set()
                 self._evaluating = True
                 try:
+                    trees: set[str] = set()
                     for tenant in sorted(pending):
-                        await self._evaluate(tenant)
+                        root = self._controller.policy.cohorts.root_name(tenant)
+                        if root is None:
+                            await self._evaluate(tenant)
+                        elif root not in trees:
+                            trees.add(root)
+                            await self._evaluate_cohort(tenant)
                 finally:
                     self._evaluating = False
         finally:
@@ -384,6 +393,71 @@ class Releaser:
         if len(plan.pods) >= available:
             self._later(self.pace.next_token_in(self._clock()), tenant)
 
+    async def _evaluate_cohort(self, member: str) -> None:
+        """Release across ``member``'s cohort tree: lowest share first, then queue order."""
+        policy = self._controller.policy
+        tree = policy.cohorts
+        names = tree.tree_members(member)
+        members: dict[str, MemberQueue] = {}
+        for name in names:
+            queue = self._controller.queues.queues.get(name)
+            known = policy.tenants.get(name)
+            if queue is not None and known is not None and len(queue) and name not in self._held:
+                members[name] = MemberQueue(known, self._controller.queue_policy(name), queue)
+        if not members:
+            return
+        now = self._clock()
+        available = self.pace.available(now)
+        if available < 1:
+            self._later(self.pace.next_token_in(now), member)
+            return
+        self.stats.evaluations += 1
+        ledgers = {name: self._store.get(name) for name in names}
+        plan = plan_cohort_release(tree, members, ledgers, now=now, limit=available)
+        stopped: set[str] = set()
+        for tenant, pod in plan:
+            if tenant in stopped or tenant in self._held:
+                continue
+            self.pace.take(now)
+            members[tenant].queue.park(pod.uid)
+            self._in_flight.add(pod.uid)
+            try:
+                room = await self._release(tenant, pod, tier=members[tenant].policy.tier)
+            finally:
+                self._in_flight.discard(pod.uid)
+            if not room:
+                stopped.add(tenant)
+        if len(plan) >= available:
+            self._later(self.pace.next_token_in(self._clock()), member)
+
+    async def _book(
+        self, tenant: str, pod: QueuedPod, *, tier: Tier, now: float, ttl: float
+    ) -> ReleaseBooking:
+        """Book a release: on the tenant's ledger, or for a cohort member with its tree's
+        ledgers read in the same atomic step (the room may be borrowed)."""
+        policy = self._controller.policy
+        known = policy.tenants[tenant]
+        tree = policy.cohorts
+        root = tree.root_name(tenant)
+        store = self._store
+        if root is None or not isinstance(store, PeerLedgerStore):
+            quota = known.quota
+            return await store.transact(
+                tenant,
+                lambda ledger: book_release(
+                    ledger, quota=quota, tier=tier, pod=pod, now=now, ttl=ttl
+                ),
+            )
+        booking: ReleaseBooking = await store.transact_with_peers(
+            tenant,
+            tree.tree_members(tenant),
+            lambda ledger, peers: book_member_release(
+                ledger, peers, tree=tree, tenant=known, tier=tier, pod=pod, now=now, ttl=ttl
+            ),
+            cohort=root,
+        )
+        return booking
+
     async def _release(self, tenant: str, pod: QueuedPod, *, tier: Tier) -> bool:
         """Release one pod; False when the ledger had no room for it after all."""
         policy = self._controller.policy
@@ -391,15 +465,10 @@ class Releaser:
         queue = self._controller.queues.queues.get(tenant)
         if known is None:
             return False
-        quota, ttl = known.quota, policy.reservation_ttl
+        ttl = policy.reservation_ttl
         now = self._clock()
         try:
-            booking = await self._store.transact(
-                tenant,
-                lambda ledger: book_release(
-                    ledger, quota=quota, tier=tier, pod=pod, now=now, ttl=ttl
-                ),
-            )
+            booking = await self._book(tenant, pod, tier=tier, now=now, ttl=ttl)
         except LedgerUnavailable as exc:
             self._failed(tenant, pod, "ledger", exc.message)
             return False

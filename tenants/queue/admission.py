@@ -105,6 +105,8 @@ def never_fits(tenant: TenantPolicy, amount: Mapping[str, Quantity]) -> str | No
     queue = tenant.queue
     if queue is None:
         return None
+    if queue.tier == "burst" and tenant.queue_room is not None:
+        return _never_held(tenant, tenant.queue_room, amount)
     empty = TenantLedger(tenant.name)
     shortfalls = room_shortfalls(tenant.quota, empty, queue.tier, amount)
     if not shortfalls:
@@ -112,6 +114,22 @@ def never_fits(tenant: TenantPolicy, amount: Mapping[str, Quantity]) -> str | No
     what = "guarantee" if queue.tier == "guaranteed" else "ceiling"
     limits = ",".join(f"{s.resource}={s.limit}" for s in shortfalls)
     return f"it is larger than tenant {tenant.name}'s {what} ({limits}), so it is never queued"
+
+
+def _never_held(
+    tenant: TenantPolicy, room: Mapping[str, Quantity], amount: Mapping[str, Quantity]
+) -> str | None:
+    """A cohort member queueing for borrowed room: larger than it could ever hold."""
+    over = {
+        name: room[name] for name in sorted(amount) if name in room and amount[name] > room[name]
+    }
+    if not over:
+        return None
+    limits = ",".join(f"{name}={limit}" for name, limit in over.items())
+    return (
+        f"it is larger than the most tenant {tenant.name} can hold with what its cohort "
+        f"lends ({limits}), so it is never queued"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +212,8 @@ def queued_warning(tenant: TenantPolicy, answer: QueueAnswer) -> str:
     """``queued: team-a is at its ceiling (cpu 6/6); position 3 of 5; released when ...``."""
     queue = tenant.queue
     tier = queue.tier if queue is not None else "guaranteed"
+    if tenant.queue_room is not None:
+        return _borrowed_queued_warning(tenant, answer)
     if answer.shortfalls:
         limit = "guarantee" if tier == "guaranteed" else "ceiling"
         used = ", ".join(f"{s.resource} {s.used}/{s.limit}" for s in answer.shortfalls)
@@ -204,6 +224,19 @@ def queued_warning(tenant: TenantPolicy, answer: QueueAnswer) -> str:
     return (
         f"{QUEUED_TIER}: {why}; position {answer.position} of {answer.pending}; "
         f"released when {tenant.name}'s {tier} room frees"
+    )
+
+
+def _borrowed_queued_warning(tenant: TenantPolicy, answer: QueueAnswer) -> str:
+    """A cohort member queued for borrowed room."""
+    if answer.shortfalls:
+        why = f"{tenant.name} is past its guarantee and its cohort has no room to lend it now"
+    else:
+        pods = "pod waits" if answer.ahead == 1 else "pods wait"
+        why = f"{answer.ahead} {pods} ahead of it for room borrowed from {tenant.name}'s cohort"
+    return (
+        f"{QUEUED_TIER}: {why}; position {answer.position} of {answer.pending}; released "
+        "when the cohort has room to lend, to its members with the lowest share first"
     )
 
 

@@ -46,6 +46,7 @@ def test_every_issue_target_is_there() -> None:
         "reload_lag_ms",
         "cluster_wall_ratio",
         "cluster_added_p99_ms",
+        "cohorts_ratio",
     }
 
 

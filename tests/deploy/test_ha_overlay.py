@@ -17,7 +17,9 @@ import pytest
 import yaml
 
 from classifier.quantities import Quantity
+from tenants.cohorts.booked import CohortLedger, Pending, cohort_to_json
 from tenants.configfile import load_text
+from tenants.kube.cohortclient import COHORT_CRD_NAME, COHORT_PLURAL
 from tenants.kube.leader import LEASE_NAME
 from tenants.kube.ledgerstore import GROUP, KIND, PLURAL, VERSION
 from tenants.ledger import (
@@ -172,6 +174,26 @@ def test_crd_schema_declares_every_field_the_store_writes() -> None:
     jsonschema.validate(status, schema)
 
 
+def test_cohort_crd_schema_declares_every_field_the_store_writes() -> None:
+    crd = load("crd-tenantcohortledger.yaml")
+    assert crd["metadata"]["name"] == COHORT_CRD_NAME
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    schema = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    cpu = {"cpu": Quantity.parse("1")}
+    status = cohort_to_json(
+        CohortLedger(
+            "lab",
+            (Pending("p-0", "team-a", cpu, {"r-0": cpu}, 10.0),),
+            {"team-a": {"guaranteed": cpu, "burst": cpu}},
+        )
+    )
+    assert set(status) <= set(schema["properties"])
+    declared = set(schema["properties"]["pending"]["items"]["properties"])
+    assert set(status["pending"][0]) <= declared
+    jsonschema.validate(status, schema)
+
+
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -199,8 +221,12 @@ def test_ledger_rbac_is_exactly_what_the_store_needs() -> None:
     role = load("clusterrole-ledger.yaml")
     # Read, watch, create; every change is a PUT of the status (compare-and-swap).
     verbs = ("get", "list", "watch", "create")
+    # Cohorts: the TenantCohortLedger of a tree is read (get), created and compare-and-swapped.
     assert rules(role) == {(GROUP, PLURAL, verb, ()) for verb in verbs} | {
-        (GROUP, f"{PLURAL}/status", "update", ())
+        (GROUP, f"{PLURAL}/status", "update", ()),
+        (GROUP, COHORT_PLURAL, "get", ()),
+        (GROUP, COHORT_PLURAL, "create", ()),
+        (GROUP, f"{COHORT_PLURAL}/status", "update", ()),
     }
     binding = load("clusterrolebinding-ledger.yaml")
     assert binding["roleRef"] == {
@@ -283,6 +309,7 @@ def test_rendered_adds_the_ledger_and_leader_objects_and_changes_nothing_else(
     added = set(rendered) - set(rendered_base)
     assert added == {
         ("CustomResourceDefinition", f"{PLURAL}.{GROUP}"),
+        ("CustomResourceDefinition", COHORT_CRD_NAME),
         ("ClusterRole", "tenantgate-ledger"),
         ("ClusterRoleBinding", "tenantgate-ledger"),
         ("Role", "tenantgate-leader-election"),

@@ -24,6 +24,8 @@ from immutables import Map
 from kubernetes import client
 
 from classifier.quantities import Quantity
+from tenants.cohorts.booked import CohortLedger, Pending, cohort_from_json, cohort_to_json
+from tenants.kube.cohortclient import KubeCohortClient
 from tenants.kube.connection import ClusterTarget, Connection
 from tenants.kube.ledgerstore import KubeLedgerClient
 from tenants.ledger import Queued, Reservation, TenantLedger, ledger_from_json, ledger_to_json
@@ -37,15 +39,26 @@ HA_QUEUE_CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
 kind: TenantgateConfig
 priorityClasses:
+  tenant-burst-over-share: {value: 5, preemptionPolicy: Never}
   tenant-burst: {value: 10, preemptionPolicy: Never}
   tenant-guaranteed: {value: 1000}
 profiles: {general: {}}
 ledger: {backend: kubernetes}
+cohorts:
+  lab: {}
 tenants:
   team-r:
     namespaces: [team-r]
     quota: {guaranteed: {cpu: "2"}}
     overQuota: queue
+  team-s:
+    namespaces: [team-s]
+    cohort: lab
+    quota: {guaranteed: {cpu: "2"}}
+  team-t:
+    namespaces: [team-t]
+    cohort: lab
+    quota: {guaranteed: {cpu: "1"}}
 """
 
 
@@ -176,6 +189,10 @@ def test_the_shipped_rbac_is_exactly_what_tenantgate_uses(
         return {"Queued", "Released"} <= reasons
 
     eventually(events_recorded, "the Queued and Released events")
+    # A cohort member borrows: its TenantCohortLedger is created and compare-and-swapped.
+    create_namespace(core, {"metadata": {"name": "team-t"}})
+    borrowed = [core.create_namespaced_pod("team-t", pod(f"t-{i}")) for i in range(2)]
+    assert [p.metadata.labels["tenantgate.io/tier"] for p in borrowed] == ["guaranteed", "burst"]
     used: dict[tuple[str, str], set[int]] = {}
     for (agent, verb, resource, sub, status), _ in kube.proxy.seen.items():
         if agent == "tenantgate":
@@ -245,6 +262,30 @@ def test_every_field_the_store_writes_survives_the_structural_schema(
     assert stored.status == status
     read_back = ledger_from_json(dict(stored.status or {}), tenant="round-trip")
     assert ledger_to_json(read_back, charges=False) == ledger_to_json(ledger, charges=False)
+
+
+def test_every_field_of_the_cohort_ledger_survives_the_structural_schema(
+    kube: Cluster, tmp_path: Path
+) -> None:
+    kubeconfig = kube.tenantgate_kubeconfig(tmp_path / "tenantgate.kubeconfig")
+    connection = Connection.open(ClusterTarget("kubeconfig", "test", str(kubeconfig)))
+    try:
+        cohorts = KubeCohortClient(connection.api_client)
+        cpu = {"cpu": Quantity.parse("1500m"), "nvidia.com/gpu": Quantity.parse("1")}
+        ledger = CohortLedger(
+            "round-trip",
+            (Pending("p-1", "team-a", cpu, {"r-1": cpu}, 1234.5),),
+            {"team-a": {"guaranteed": {"cpu": Quantity.parse("4")}, "burst": cpu}},
+        )
+        created = cohorts.create("round-trip")
+        status = cohort_to_json(ledger)
+        cohorts.write_status("round-trip", status, resource_version=created.resource_version)
+        stored = cohorts.read("round-trip")
+        assert stored is not None
+        assert stored.status == status
+        assert cohort_from_json("round-trip", stored.status) == ledger
+    finally:
+        connection.close()
 
 
 def test_the_schema_prunes_what_it_does_not_declare(ledgers: KubeLedgerClient) -> None:

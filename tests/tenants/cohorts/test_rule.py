@@ -276,11 +276,10 @@ class TestConfig:
             compiled(RESEARCH.replace(*change))
         assert [(p.field, p.message) for p in caught.value.problems] == [(path, message)]
 
-    def test_the_kubernetes_ledger_is_refused_with_cohorts(self) -> None:
-        with pytest.raises(ConfigError) as caught:
-            compiled(RESEARCH + "ledger: {backend: kubernetes}\n")
-        assert [p.field for p in caught.value.problems] == ["ledger.backend"]
-        assert "not supported with ledger.backend: kubernetes" in caught.value.problems[0].message
+    def test_the_kubernetes_ledger_takes_cohorts(self) -> None:
+        policy = compiled(RESEARCH + "ledger: {backend: kubernetes}\n")
+        assert policy.ledger_backend == "kubernetes"
+        assert sorted(policy.cohorts.members) == ["team-a", "team-b", "team-c"]
 
     def test_the_over_share_class_must_be_declared(self) -> None:
         with pytest.raises(ConfigError) as caught:
