@@ -30,6 +30,8 @@ def known_total(
 ) -> dict[str, Quantity]:
     """What the group needs at least: ``amount`` (this member) and ``seen`` (the others known),
     plus, for each member not seen yet, the smallest member seen, per resource."""
+    if not seen:
+        return {name: Quantity(q.nanos * size, q.format) for name, q in amount.items() if q.nanos}
     members = [*seen, amount]
     names = {name for member in members for name, q in member.items() if q.nanos}
     missing = max(size - len(members), 0)
