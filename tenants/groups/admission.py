@@ -21,6 +21,7 @@ from classifier.quantities import Quantity, format_list
 from tenants.config import TenantPolicy
 from tenants.ledger import TenantLedger, Tier, enqueue
 from tenants.queue.admission import QueueAnswer, requeue_base, room_shortfalls
+from tenants.queue.line import GROUP_ENTRY_PREFIX
 
 _ZERO: Final = Quantity(0)
 
@@ -128,7 +129,7 @@ def queue_member(
     re-invoked webhook), within ``maxPending``; nothing is booked."""
     queue = tenant.group_queue()
     base = requeue_base(ledger, existing_id)
-    entry_id = derived_id if existing_id is None else existing_id
+    entry_id = GROUP_ENTRY_PREFIX + derived_id if existing_id is None else existing_id
     attempt = 1
     candidate = entry_id
     while candidate in base.queued:
