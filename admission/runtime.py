@@ -57,6 +57,7 @@ from tenants.kube.cohortclient import CohortStoreCollector, KubeCohortClient
 from tenants.kube.cohortstore import CohortLedgerStore
 from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
 from tenants.kube.errors import KubeError
+from tenants.kube.groupsizes import KubeSizeReader
 from tenants.kube.informer import release_free_memory
 from tenants.kube.leader import (
     Duty,
@@ -348,11 +349,15 @@ class Runtime:
         self.ledger: MemoryLedger | KubeLedgerStore = self._ledger_store(policy, connection)
         self.controller = LedgerController(self.ledger, policy=policy)
         online = connection is not None
+        # A pod group's size, when its pods do not carry it (an Indexed Job's Job).
+        self.sizes = KubeSizeReader(connection.api_client) if connection is not None else None
         self.admitter = PolicyAdmitter(
             policy,
             self.ledger,
             namespace_labels=self.controller.namespace_labels if online else None,
             gate_owner=self.identity.user,
+            sizes=self.sizes,
+            group_members=self.controller.group_members if online else None,
         )
         # Queue mode: releases happen where pods are watched (the lease holder with several
         # replicas); offline nothing can be released.
@@ -653,6 +658,8 @@ class Runtime:
             await self.ledger.close()
         if self.releaser is not None:
             self.releaser.close()
+        if self.sizes is not None:
+            self.sizes.close()
         if self.ledger_watch is not None:
             await self.ledger_watch.stop()
         if self.sync is not None:

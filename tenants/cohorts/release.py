@@ -98,7 +98,8 @@ def plan_cohort_release(
         waiting = (
             pod
             for pod in member.queue.ordered(member.policy, now)
-            if not member.queue.is_parked(pod.uid)
+            # A pod group's members are released whole, by the group releaser.
+            if not pod.group and not member.queue.is_parked(pod.uid)
         )
         pods = list(islice(waiting, limit))
         if pods:

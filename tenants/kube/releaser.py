@@ -47,6 +47,7 @@ from tenants.cohorts.release import MemberQueue, book_member_release, plan_cohor
 from tenants.config import QUOTA_GATE, TIER_LABEL
 from tenants.controller import LedgerController
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
+from tenants.kube.groupreleaser import GroupReleaser
 from tenants.ledger import LedgerStore, LedgerUnavailable, PeerLedgerStore, Tier
 from tenants.queue.admission import has_gate
 from tenants.queue.gate import OWNER_RULE_PREFIX
@@ -266,12 +267,54 @@ class Releaser:
         self._running = False
         self._evaluating = False
         controller.queues.listener = self
+        self.groups = GroupReleaser(self)
+
+    # -- for the group releaser (tenants/kube/groupreleaser.py) --------------------------
+
+    @property
+    def controller(self) -> LedgerController:
+        return self._controller
+
+    @property
+    def store(self) -> LedgerStore:
+        return self._store
+
+    @property
+    def client(self) -> PodClient:
+        return self._client
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        return self._executor
+
+    def clock(self) -> float:
+        return self._clock()
+
+    def failed(self, tenant: str, pod: QueuedPod, reason: str, message: str) -> None:
+        self._failed(tenant, pod, reason, message)
+
+    def released_ok(self, tenant: str, pod: QueuedPod, tier: Tier) -> None:
+        self._released_ok(tenant, pod, tier)
+
+    def event(self, pod: QueuedPod, reason: str, message: str, *, kind: str = "Normal") -> None:
+        self._event(pod, reason, message, kind=kind)
 
     # -- the controller's listener -------------------------------------------------------
 
     def queued(self, tenant: str, pod: QueuedPod, *, listed: bool) -> None:
         if listed:
             return  # a full list (start, new leader): these pods were told before
+        if pod.group:
+            groups = self._controller.group_queue_policy(tenant)
+            size = f"all {pod.group_size}" if pod.group_size else "all its"
+            self._event(
+                pod,
+                "Queued",
+                f"waiting behind the scheduling gate {QUOTA_GATE} for pod group "
+                f"{pod.group.rpartition('/')[2]}: released when {size} members exist and fit "
+                f"tenant {tenant}'s {groups.tier} room",
+            )
+            return
         queue = self._controller.queues.queues.get(tenant)
         policy = self._controller.queue_policy(tenant)
         now = self._clock()
@@ -372,6 +415,8 @@ class Releaser:
             return
         queue_policy = self._controller.queue_policy(tenant)
         self.stats.evaluations += 1
+        if queue.groups() and await self.groups.evaluate(tenant, queue, known):
+            return  # a pod group holds the line
         plan = plan_release(
             queue,
             quota=known.quota,
@@ -398,18 +443,21 @@ class Releaser:
         policy = self._controller.policy
         tree = policy.cohorts
         names = tree.tree_members(member)
-        members: dict[str, MemberQueue] = {}
-        for name in names:
-            queue = self._controller.queues.queues.get(name)
-            known = policy.tenants.get(name)
-            if queue is not None and known is not None and len(queue) and name not in self._held:
-                members[name] = MemberQueue(known, self._controller.queue_policy(name), queue)
-        if not members:
-            return
         now = self._clock()
         available = self.pace.available(now)
         if available < 1:
             self._later(self.pace.next_token_in(now), member)
+            return
+        members: dict[str, MemberQueue] = {}
+        for name in names:
+            queue = self._controller.queues.queues.get(name)
+            known = policy.tenants.get(name)
+            if queue is None or known is None or not len(queue) or name in self._held:
+                continue
+            if queue.groups() and await self.groups.evaluate(name, queue, known):
+                continue  # a pod group holds this member's line
+            members[name] = MemberQueue(known, self._controller.queue_policy(name), queue)
+        if not members:
             return
         self.stats.evaluations += 1
         ledgers = {name: self._store.get(name) for name in names}
@@ -637,6 +685,7 @@ class Releaser:
     # -- released pods the scheduler cannot place ----------------------------------------
 
     def _check_released(self, now: float) -> None:
+        self.groups.check_timeouts(now)
         limit = self._unschedulable_after
         for uid, (tenant, released_at) in list(self._released.items()):
             tracked = self._controller.tracked(uid)
@@ -728,6 +777,9 @@ def _reason(exc: KubeError) -> str:
     return "unavailable"
 
 
+failure_reason = _reason
+
+
 class QueueCollector:
     """The queue's Prometheus metrics (register on the app's registry)."""
 
@@ -762,6 +814,8 @@ class QueueCollector:
         yield oldest
         stats = self._releaser.stats if self._releaser is not None else ReleaseStats()
         yield from _release_metrics(stats)
+        if self._releaser is not None:
+            yield from self._releaser.groups.metrics()
 
 
 def _release_metrics(stats: ReleaseStats) -> Iterator[Metric]:
