@@ -157,3 +157,27 @@ def test_size_ref_sums_wildcards_and_ignores_non_integers() -> None:
     }
     assert ref.size_of(doc) == 8
     assert ref.size_of({"spec": {}}) is None
+
+
+def test_size_ref_factors_multiply_each_item_and_count_one_when_missing() -> None:
+    # A JobSet's pods: per replicated job, replicas x the child Job's parallelism.
+    ref = SizeRef(
+        "jobset.x-k8s.io/v1alpha2",
+        "JobSet",
+        "ns",
+        "js",
+        ("spec.replicatedJobs.*.replicas",),
+        ("template.spec.parallelism",),
+    )
+    doc = {
+        "spec": {
+            "replicatedJobs": [
+                {"replicas": 2, "template": {"spec": {"parallelism": 8}}},
+                {"replicas": 3, "template": {"spec": {}}},
+            ]
+        }
+    }
+    assert ref.size_of(doc) == 19
+    assert ref.describe() == (
+        "JobSet ns/js (spec.replicatedJobs.*.replicas x template.spec.parallelism)"
+    )
