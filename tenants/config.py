@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
@@ -43,6 +43,7 @@ from classifier.config import (
     is_qualified_name,
 )
 from classifier.plan import Classifier, compile_classifier
+from classifier.podgroups import GroupRule
 from classifier.quantities import Quantity, QuantityError
 from tenants.bounds import Bounds, BoundsLevel
 from tenants.cohorts.tree import Cohort, CohortTree, Membership, build_cohorts
@@ -246,6 +247,22 @@ class QueueSpec(_Model):
     )
 
 
+class PodGroupsSpec(_Model):
+    """How the members of a pod group wait until the whole group exists and fits."""
+
+    tier: Literal["guaranteed", "burst"] | None = Field(
+        default=None,
+        description="the room a group waits for; its members get that tier's priority class "
+        "(default: the top-level podGroups.tier, guaranteed)",
+    )
+    timeoutSeconds: int | None = Field(
+        default=None,
+        gt=0,
+        description="an incomplete group is reported (event, metric) after this long "
+        "(default: the top-level podGroups.timeoutSeconds, 300)",
+    )
+
+
 class BoundsLevelSpec(_Model):
     """Per container or per pod: the smallest and largest request/limit, and the largest
     limit-to-request ratio, per resource (LimitRange's ``min``, ``max``,
@@ -304,6 +321,9 @@ class TenantSpec(_Model):
     )
     containerDefaults: ContainerDefaultsSpec | None = None
     bounds: BoundsSpec | None = None
+    podGroups: PodGroupsSpec | None = Field(
+        default=None, description="this tenant's pod groups (the top-level podGroups when unset)"
+    )
     cohort: str | None = Field(
         default=None, description="the cohort this tenant lends to and borrows from"
     )
@@ -386,6 +406,10 @@ class TenantgateConfig(ClassifierConfig):
         "plus margin)",
     )
     ledger: LedgerSpec = Field(default_factory=LedgerSpec)
+    podGroups: PodGroupsSpec = Field(
+        default_factory=PodGroupsSpec,
+        description="every tenant's pod groups, unless the tenant sets its own",
+    )
     schedulers: dict[str, SchedulerSpec] = Field(
         default_factory=dict,
         description="the scheduling policy of each scheduler name profiles use "
@@ -507,6 +531,25 @@ class QueuePolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupPolicy:
+    """A tenant's pod groups, compiled: see :class:`PodGroupsSpec`."""
+
+    tier: Literal["guaranteed", "burst"] = "guaranteed"
+    timeout: float = 300.0
+
+    @classmethod
+    def from_specs(cls, tenant: PodGroupsSpec | None, top: PodGroupsSpec) -> GroupPolicy:
+        default = cls()
+        tier = (tenant.tier if tenant is not None else None) or top.tier or default.tier
+        timeout = (
+            (tenant.timeoutSeconds if tenant is not None else None)
+            or top.timeoutSeconds
+            or default.timeout
+        )
+        return cls(tier=tier, timeout=float(timeout))
+
+
+@dataclass(frozen=True, slots=True)
 class TenantPolicy:
     """One tenant, compiled: what the admission path reads for a pod of this tenant."""
 
@@ -530,6 +573,13 @@ class TenantPolicy:
     # Default limits (containerDefaults.limits) and bounds; empty / None when not configured.
     container_default_limits: Mapping[str, Quantity] = field(default_factory=dict)
     bounds: Bounds | None = None
+    groups: GroupPolicy = field(default_factory=GroupPolicy)
+
+    def group_queue(self) -> QueuePolicy:
+        """The queue a pod group of this tenant waits in: the tenant's queue settings where
+        set (queue mode's defaults otherwise), for the room of the groups' tier."""
+        base = self.queue if self.queue is not None else QueuePolicy()
+        return base if base.tier == self.groups.tier else replace(base, tier=self.groups.tier)
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,6 +679,15 @@ class Policy:
         if not self.cohorts:
             return frozenset((self.burst_class,))
         return frozenset((self.burst_class, self.over_share_class))
+
+    def group_rules(self, tenant: TenantPolicy, profile: str | None) -> Sequence[GroupRule]:
+        """The configured ways to find the pod group of a pod of ``tenant`` classified as
+        ``profile`` (:func:`classifier.podgroups.claim_group` tries them after the labels)."""
+        return ()
+
+    def group_policy(self, tenant: TenantPolicy, profile: str | None) -> GroupPolicy:
+        """How a group of ``tenant``'s pods of ``profile`` waits (its tier and timeout)."""
+        return tenant.groups
 
     def over_share_class_for(self, tenant: str) -> str | None:
         """The over-share class when ``tenant`` is a cohort member, else None."""
@@ -857,6 +916,10 @@ def compile_policy(config: TenantgateConfig) -> Policy:
                 ("default limits", _amounts_key(default_limits)), dict(default_limits)
             ),
             bounds=shared(("bounds", repr(spec.bounds)), _bounds(spec.bounds)),
+            groups=shared(
+                ("groups", repr(spec.podGroups), repr(config.podGroups)),
+                GroupPolicy.from_specs(spec.podGroups, config.podGroups),
+            ),
         )
         tenants[name] = tenant
         for namespace in spec.namespaces:
@@ -938,6 +1001,15 @@ def _cohort_support_problems(config: TenantgateConfig) -> list[PolicyProblem]:
                     field_path("tenants", name, "queue", "tier"),
                     "a cohort member cannot queue for the burst tier yet (releases onto "
                     "borrowed room are not supported); use queue.tier: guaranteed",
+                )
+            )
+        groups = GroupPolicy.from_specs(spec.podGroups, config.podGroups)
+        if spec.cohort is not None and groups.tier == "burst":
+            problems.append(
+                PolicyProblem(
+                    field_path("tenants", name, "podGroups", "tier"),
+                    "a cohort member's pod groups cannot wait for the burst tier yet (releases "
+                    "onto borrowed room are not supported); use podGroups.tier: guaranteed",
                 )
             )
     return problems

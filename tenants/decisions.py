@@ -20,13 +20,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
 from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
 from classifier.limits import pod_limit_usage, pod_usage
+from classifier.podgroups import GroupClaim, GroupClaimError, claim_group
 from classifier.quantities import Quantity, format_list
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
@@ -37,6 +38,7 @@ from tenants.config import (
     BORROWED_ANNOTATION,
     DRY_RUN_TIER_ANNOTATION,
     QUEUED_TIER,
+    QUOTA_GATE,
     RESERVATION_ANNOTATION,
     TENANT_LABEL,
     TIER_LABEL,
@@ -44,6 +46,15 @@ from tenants.config import (
     TenantPolicy,
 )
 from tenants.defaults import apply_defaults, describe_filled, lacks_defaults
+from tenants.groups.admission import (
+    known_total,
+    never_fits_group,
+    queue_member,
+    unknown_size_warning,
+    waiting_warning,
+)
+from tenants.groups.membership import Membership, read_membership, write_membership
+from tenants.groups.sizes import NoCluster, SizeReader
 from tenants.ledger import (
     TIERS,
     LedgerStore,
@@ -90,6 +101,8 @@ from tenants.verdicts import AdmissionInput, Verdict
 logger = logging.getLogger(__name__)
 
 NamespaceLabels = Callable[[str], Mapping[str, str] | None]
+# The requests of a group's members the controller has seen waiting: (tenant, group id).
+GroupMembers = Callable[[str, str], Sequence[Mapping[str, Quantity]]]
 T = TypeVar("T")
 
 _RESERVATION_ID_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -634,11 +647,15 @@ class PolicyAdmitter:
         *,
         namespace_labels: NamespaceLabels | None = None,
         gate_owner: str = DEFAULT_GATE_OWNER,
+        sizes: SizeReader | None = None,
+        group_members: GroupMembers | None = None,
     ) -> None:
         self._policy = policy
         self._ledger = ledger
         self._namespace_labels = namespace_labels
         self.gate_owner = gate_owner
+        self.sizes: SizeReader = sizes if sizes is not None else NoCluster()
+        self.group_members = group_members
 
     @property
     def policy(self) -> Policy:
@@ -753,6 +770,27 @@ class PolicyAdmitter:
         existing = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
         if existing is not None and not _RESERVATION_ID_RE.match(existing):
             existing = None
+        try:
+            claim = claim_group(pod, policy.group_rules(tenant, classification.profile))
+        except GroupClaimError as exc:
+            return Verdict.deny(f"tenant {tenant.name}: {exc}", cause="invalid_request")
+        if claim is not None:
+            return await self._admit_member(
+                request,
+                tenant,
+                claim,
+                mutated,
+                amount,
+                class_name=(
+                    self._guaranteed_class(policy, tenant, asked, mutated)
+                    if policy.group_policy(tenant, classification.profile).tier == "guaranteed"
+                    else policy.burst_class
+                ),
+                existing=existing,
+                warnings=warnings,
+                profile=classification.profile,
+                now=now,
+            )
         queue = tenant.queue
         node_name = podview.string(original_spec.get("nodeName"))
         # A pod bound to a node cannot carry a scheduling gate (ValidatePodCreate in
@@ -949,6 +987,106 @@ class PolicyAdmitter:
             },
         )
 
+    async def _admit_member(
+        self,
+        request: AdmissionInput,
+        tenant: TenantPolicy,
+        claim: GroupClaim,
+        mutated: JSONObject,
+        amount: Mapping[str, Quantity],
+        *,
+        class_name: str,
+        existing: str | None,
+        warnings: list[str],
+        profile: str,
+        now: float,
+    ) -> Verdict:
+        """A pod group's member: gated until its whole group exists and fits (see
+        :mod:`tenants.groups.admission`), or denied when the group can never fit."""
+        policy = self._policy
+        groups = policy.group_policy(tenant, profile)
+        if podview.string(podview.spec(mutated).get("nodeName")):
+            return Verdict.deny(
+                f"pod group {claim.name}: a pod with spec.nodeName cannot wait behind a "
+                "scheduling gate for its group",
+                cause="over_quota",
+            )
+        size, missing = claim.size, ""
+        if size is None and claim.size_from is not None:
+            read = await self.sizes.read(claim.size_from)
+            size, missing = read.size, read.missing
+        namespace = request.namespace or podview.namespace(mutated) or ""
+        membership = Membership(namespace, claim.key, size)
+        seen = (
+            self.group_members(tenant.name, membership.id) if self.group_members is not None else ()
+        )
+        total = known_total(amount, seen, size) if size is not None else dict(amount)
+        if size is not None:
+            reason = never_fits_group(
+                tenant, tier=groups.tier, name=claim.name, size=size, total=total
+            )
+            if reason is not None:
+                return Verdict.deny(reason, cause="over_quota")
+        waiting = tenant if tenant.groups == groups else replace(tenant, groups=groups)
+        answer = await self._ledger.transact(
+            tenant.name,
+            lambda ledger: queue_member(
+                ledger,
+                tenant=waiting,
+                amount=amount,
+                resources=sorted(total),
+                priority=policy.priority_classes[class_name].value,
+                existing_id=existing,
+                derived_id=reservation_id_for(request.uid),
+                now=now,
+                ttl=policy.reservation_ttl,
+            ),
+            commit=not request.dry_run,
+        )
+        queued = answer.queue
+        if queued.full:
+            return Verdict.deny(
+                full_message(
+                    waiting, f"pod group {claim.name} waits for all its members", queued.pending
+                ),
+                cause="queue_full",
+            )
+        set_priority_class(mutated, name=class_name, spec=policy.priority_classes[class_name])
+        add_gate(mutated)
+        _set_managed_metadata(
+            mutated,
+            tenant=tenant.name,
+            tier=QUEUED_TIER,
+            reservation_id=queued.entry_id,
+            dry_run=request.dry_run,
+        )
+        write_membership(mutated, key=claim.key, size=size)
+        if size is None:
+            warnings.append(unknown_size_warning(claim.name, missing))
+        else:
+            warnings.append(
+                waiting_warning(
+                    tenant=tenant.name,
+                    name=claim.name,
+                    created=len(seen) + 1,
+                    size=size,
+                    total=total,
+                    free=answer.free,
+                )
+            )
+        return Verdict(
+            allowed=True,
+            patched=mutated,
+            warnings=tuple(warnings),
+            audit_annotations={
+                "tenant": tenant.name,
+                "tier": QUEUED_TIER,
+                "profile": profile,
+                "reservation": queued.entry_id,
+                "pod-group": claim.key,
+            },
+        )
+
     @staticmethod
     def _class_denial(tenant: TenantPolicy, name: str) -> str:
         allowed = ", ".join(sorted(tenant.allowed_classes))
@@ -1116,6 +1254,19 @@ class PolicyAdmitter:
         elif request.dry_run and mutated == "burst":
             mutated_tier = "burst"
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
+        member = _group_member(pod)
+        if isinstance(member, Verdict):
+            return member
+        if member is not None:
+            if not has_gate(spec):
+                # Only /mutate gates a pod; an ungated member would run before its group is
+                # booked.
+                return _retry(
+                    f"pod {_pod_name(request, pod)} is a member of pod group {member}: it "
+                    f"waits behind the scheduling gate {QUOTA_GATE} until its whole group "
+                    "fits, and tenantgate's mutating webhook did not gate it; retry"
+                )
+            tenant = replace(tenant, queue=tenant.group_queue())
         if has_gate(spec) or label_tier == QUEUED_TIER:
             return await self._validate_queued_create(
                 request,
@@ -1340,6 +1491,19 @@ class PolicyAdmitter:
             return resized, Verdict.allow()
 
         return await self._ledger.transact(tenant.name, change, commit=not request.dry_run)
+
+
+def _group_member(pod: Mapping[str, Any]) -> str | Verdict | None:
+    """The name of the pod group ``pod`` belongs to (as /mutate recorded it, else from its
+    labels), None for a pod of no group, or the 400 denial of a malformed group label."""
+    recorded = read_membership(pod)
+    if recorded is not None:
+        return recorded.name
+    try:
+        claim = claim_group(pod)
+    except GroupClaimError as exc:
+        return _bad_request(str(exc))
+    return claim.name if claim is not None else None
 
 
 def _pod_name(request: AdmissionInput, pod: Mapping[str, Any], *, generated: bool = False) -> str:
