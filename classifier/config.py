@@ -473,10 +473,12 @@ class OwnerKindSpec(_Model):
 
 class GroupSizeFieldsSpec(_Model):
     """Integer fields of an object whose sum is the group's size (``*``: every key or item);
-    each is multiplied by the ``factors`` read in the object holding it (missing: 1)."""
+    each is multiplied by the ``factors`` read in the object holding it (missing: 1).
+    ``default``: what an item without the field counts (the operator's default)."""
 
     fields: FieldPaths
     factors: list[FieldPath] = Field(default_factory=list)
+    default: int | None = Field(default=None, ge=0)
 
 
 class GroupObjectSpec(GroupSizeFieldsSpec):

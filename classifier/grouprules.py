@@ -28,6 +28,7 @@ class FieldsSize:
 
     fields: tuple[str, ...]
     factors: tuple[str, ...]
+    default: int | None = None
     api_version: str | None = None
     kind: str | None = None
 
@@ -69,7 +70,15 @@ class LabelGroupRule:
         assert size is not None
         namespace = podview.namespace(pod) or ""
         if size.kind is not None and size.api_version is not None:
-            return SizeRef(size.api_version, size.kind, namespace, value, size.fields, size.factors)
+            return SizeRef(
+                size.api_version,
+                size.kind,
+                namespace,
+                value,
+                size.fields,
+                size.factors,
+                size.default,
+            )
         if owner is None:
             raise GroupClaimError(
                 f"pod group rule {self.name}: the pod has no controlling owner to read the "
@@ -82,13 +91,8 @@ class LabelGroupRule:
             podview.string(owner.get("name")) or "",
             size.fields,
             size.factors,
+            size.default,
         )
-
-    def reads(self) -> tuple[str, str] | None:
-        """The (API version, kind) whose objects this rule reads by name, if it names one."""
-        if self.size_fields is None or self.size_fields.kind is None:
-            return None
-        return (self.size_fields.api_version or "", self.size_fields.kind)
 
 
 def _with_size(claim: GroupClaim, size: int | None, rule: LabelGroupRule) -> GroupClaim:
@@ -120,11 +124,12 @@ def compile_group_rule(spec: PodGroupSpec) -> LabelGroupRule:
     size = spec.size
     fields: FieldsSize | None = None
     if size.owner is not None:
-        fields = FieldsSize(tuple(size.owner.fields), tuple(size.owner.factors))
+        fields = FieldsSize(tuple(size.owner.fields), tuple(size.owner.factors), size.owner.default)
     elif size.object_ is not None:
         fields = FieldsSize(
             tuple(size.object_.fields),
             tuple(size.object_.factors),
+            size.object_.default,
             size.object_.apiVersion,
             size.object_.kind,
         )

@@ -47,7 +47,9 @@ class SizeRef:
     so ``spec.pytorchReplicaSpecs.*.replicas`` adds the replicas of every replica type.
     ``factors`` multiply each integer found by the integers at these paths, read in the object
     that holds it (a missing factor counts 1): a JobSet's pods are, per replicated job,
-    ``replicas`` x ``template.spec.parallelism``.
+    ``replicas`` x ``template.spec.parallelism``. ``default``, when set, is what an object
+    reached by a field's path counts when it lacks the field's last key (the operator's
+    default: a JobSet's replicated job without ``replicas`` has one).
     """
 
     api_version: str
@@ -56,6 +58,7 @@ class SizeRef:
     name: str
     fields: tuple[str, ...]
     factors: tuple[str, ...] = ()
+    default: int | None = None
 
     def size_of(self, document: Mapping[str, Any]) -> int | None:
         """The size ``document`` gives, or None when none of the fields holds an integer."""
@@ -64,7 +67,10 @@ class SizeRef:
         for field in self.fields:
             *parent_path, last = field.split(".")
             for holder in _values(document, parent_path):
-                for value in _values(holder, [last]):
+                values = list(_values(holder, [last]))
+                if not values and self.default is not None and isinstance(holder, dict):
+                    values = [self.default]
+                for value in values:
                     if _is_count(value):
                         total += value * self._factor(holder)
                         found = True

@@ -499,7 +499,8 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
         for line in lines
     ]
     for row in rows:
-        if verdict_of(row) == "queued":
+        if verdict_of(row) == "queued" and "group" not in row:
+            # A pod group's member waits for its group: the group's block below says why.
             where = f" {row['path']}" if row["path"] else ""
             told = [w for w in row.get("warnings", ()) if w.startswith(f"{QUEUED_TIER}:")]
             text.append("")

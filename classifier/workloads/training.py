@@ -260,7 +260,8 @@ def ray_cluster_counts(document: Mapping[str, Any]) -> dict[str, int]:
     spec = podview.spec(document)
     counts = {"spec.headGroupSpec.template": 1}
     for index, worker in enumerate(podview.objects(spec.get("workerGroupSpecs"))):
+        # replicas: +kubebuilder:default:=0 (ray-operator/apis/ray/v1/raycluster_types.go).
         counts[f"spec.workerGroupSpecs[{index}].template"] = _count(
-            worker.get("replicas")
+            worker.get("replicas"), 0
         ) * _count(worker.get("numOfHosts"))
     return counts

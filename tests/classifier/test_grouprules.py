@@ -272,6 +272,8 @@ SHIPPED = load_policy(EXAMPLE_CONFIG).classifier.group_rules
         ("mpi-operator-mpijob-pi.yaml", "mpijob", 2, 3),
         # 2 replicas of an Indexed Job with parallelism 8.
         ("gke-samples-sax-model-server-jobset-tpu.yaml", "jobset", 1, 16),
+        # The JobSet project's example: 4 workers and a driver; replicas left to the default.
+        ("jobset-paralleljobs.yaml", "jobset", 2, 5),
         # ray-cluster.sample.yaml: the worker group only; the head stands alone.
         ("kuberay-raycluster-sample.yaml", "raycluster-workers", 1, 1),
     ],

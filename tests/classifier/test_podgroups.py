@@ -178,6 +178,13 @@ def test_size_ref_factors_multiply_each_item_and_count_one_when_missing() -> Non
         }
     }
     assert ref.size_of(doc) == 19
+    # The JobSet CRD defaults replicas to 1: a replicated job without it has one Job.
+    defaulted = SizeRef(
+        ref.api_version, ref.kind, ref.namespace, ref.name, ref.fields, ref.factors, default=1
+    )
+    without = {"spec": {"replicatedJobs": [{"template": {"spec": {"parallelism": 4}}}, {}]}}
+    assert defaulted.size_of(without) == 5
+    assert ref.size_of(without) is None
     assert ref.describe() == (
         "JobSet ns/js (spec.replicatedJobs.*.replicas x template.spec.parallelism)"
     )
