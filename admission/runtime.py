@@ -55,6 +55,7 @@ from tenants.decisions import PolicyAdmitter
 from tenants.kube.backoff import BackoffPolicy
 from tenants.kube.connection import RESOURCES, ClusterTarget, Connection, Resource, resolve_target
 from tenants.kube.errors import KubeError
+from tenants.kube.groupsizes import KubeSizeReader
 from tenants.kube.informer import release_free_memory
 from tenants.kube.leader import (
     KubeLeaseClient,
@@ -350,6 +351,8 @@ class Runtime:
             self.ledger,
             namespace_labels=self.controller.namespace_labels if online else None,
             gate_owner=self.identity.user,
+            sizes=KubeSizeReader(connection.api_client) if connection is not None else None,
+            group_members=self.controller.group_members if online else None,
         )
         # Queue mode: releases happen where pods are watched (the lease holder with several
         # replicas); offline nothing can be released.

@@ -38,6 +38,13 @@ from classifier.limits import pod_limit_usage
 from classifier.quantities import Quantity, QuantityFormat
 from classifier.resources import PodResourceError, pod_requests
 from tenants.config import RESERVATION_ANNOTATION, TIER_LABEL, Policy, QueuePolicy
+from tenants.groups.membership import (
+    GROUP_ANNOTATION,
+    GROUP_SIZE_ANNOTATION,
+    Membership,
+    membership_of,
+)
+from tenants.groups.running import RunningGroups
 from tenants.ledger import (
     Charge,
     Queued,
@@ -102,6 +109,7 @@ class PodFacts:
     created_at: float = 0.0
     unschedulable_since: float | None = None
     limited_amount: Mapping[str, Quantity] | None = None
+    group: Membership | None = None  # the pod group /mutate recorded on it
 
     def charged(self, *, limits: bool) -> Mapping[str, Quantity]:
         """What the pod is charged by a tenant with (``limits``) or without limits quotas."""
@@ -294,7 +302,8 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
     amount, limited, invalid = intern.request(pod) if intern is not None else _request(pod, None)
     # One key each from labels and annotations: no need to copy the whole maps.
     label = podview.obj(meta.get("labels")).get(TIER_LABEL)
-    reservation = podview.string(podview.obj(meta.get("annotations")).get(RESERVATION_ANNOTATION))
+    annotations = podview.obj(meta.get("annotations"))
+    reservation = podview.string(annotations.get(RESERVATION_ANNOTATION))
     tier_label: Tier | None = (
         "burst" if label == "burst" else "guaranteed" if label == "guaranteed" else None
     )
@@ -325,6 +334,9 @@ def pod_facts(pod: Mapping[str, Any], *, intern: AmountInterner | None = None) -
             _unschedulable_since(pod) if tier_label is not None and not gated else None
         ),
         limited_amount=limited,
+        group=membership_of(
+            namespace, annotations.get(GROUP_ANNOTATION), annotations.get(GROUP_SIZE_ANNOTATION)
+        ),
     )
 
 
@@ -744,6 +756,7 @@ class LedgerController:
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self.stats = ControllerStats()
         self.queues = QueueBook()
+        self.running_groups = RunningGroups()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -773,6 +786,10 @@ class LedgerController:
         """A pod was added or modified (watch ADDED/MODIFIED)."""
         self._apply_charge(facts, now=now)
         self._apply_queue(facts, now=now)
+        if facts.group is not None or self.running_groups:
+            self.running_groups.observe(
+                facts.uid, facts.group, running=not facts.gated and facts.counted(now)
+            )
 
     def _apply_charge(self, facts: PodFacts, *, now: float) -> None:
         uid = facts.uid
@@ -821,6 +838,7 @@ class LedgerController:
         known = self._pods.pop(facts.uid, None)
         self._terminating.pop(facts.uid, None)
         self._leave_queue(facts.uid, known or facts)
+        self.running_groups.forget(facts.uid)
         if known is None:
             self._release_untracked(facts)
             return
@@ -1041,10 +1059,15 @@ class LedgerController:
         self._by_namespace = {}
         self._terminating = {}
         self.queues.clear()
+        self.running_groups.clear()
         for uid, facts in listed.items():
             self._by_namespace.setdefault(facts.namespace, {})[uid] = None
             if facts.release_at is not None and facts.counted(now):
                 self._terminating[uid] = facts.release_at
+            if facts.group is not None:
+                self.running_groups.observe(
+                    uid, facts.group, running=not facts.gated and facts.counted(now)
+                )
         snapshot = self._store.snapshot()
         truth, assigned = self._truth(snapshot, now=now)
         for name in set(truth) | set(snapshot):
@@ -1270,6 +1293,18 @@ class LedgerController:
             if tenant is not None:
                 self._charge(facts, tenant, carry=carry)
                 self.stats.moved += 1
+
+    def group_members(self, tenant: str, group: str) -> list[Mapping[str, Quantity]]:
+        """What the members of ``group`` seen waiting in ``tenant``'s queue request (for the
+        admitter's known total of the group)."""
+        queue = self.queues.queues.get(tenant)
+        members = queue.groups().get(group) if queue is not None else None
+        return [member.amount for member in members.values()] if members else []
+
+    def group_queue_policy(self, tenant: str) -> QueuePolicy:
+        """The queue ``tenant``'s pod groups wait in (queue mode's defaults when it has none)."""
+        known = self._policy.tenants.get(tenant)
+        return known.group_queue() if known is not None else QueuePolicy()
 
     def queue_policy(self, tenant: str) -> QueuePolicy:
         """The tenant's queue settings (the defaults once it no longer queues: the pods

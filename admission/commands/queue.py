@@ -2,9 +2,10 @@
 
 Reads ``GET /queue`` from a running webhook's metrics port (``--server``, default
 ``http://127.0.0.1:8080``): per tenant, every queued pod with its position, priority, effective
-priority (priority plus aging boost), request and time waited. With several replicas, ask the
-one holding the controller Lease: only it watches pods. Exit codes: 0, 1 when the server cannot
-be read, 2 for bad arguments.
+priority (priority plus aging boost), request and time waited; a pod group is one line, with
+its members and total request. With several replicas, ask the one holding the controller
+Lease: only it watches pods. Exit codes: 0, 1 when the server cannot be read, 2 for bad
+arguments.
 """
 
 from __future__ import annotations
@@ -58,6 +59,16 @@ def waited(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def _pod(row: Mapping[str, Any]) -> str:
+    """A pod, or a pod group as one line: ``team-a/train-42 (group: 5 of 8 members)``."""
+    name = str(row.get("pod", ""))
+    if "group" not in row:
+        return name
+    size = row.get("size")
+    of = f" of {size}" if size else " (size unknown)"
+    return f"{name} (group: {row.get('members')}{of} members)"
+
+
 def render(document: Mapping[str, Any]) -> str:
     """The table of a ``/queue`` document."""
     rows = [HEADER]
@@ -76,7 +87,7 @@ def render(document: Mapping[str, Any]) -> str:
                 [
                     name if index == 0 else "",
                     str(row.get("position", "")),
-                    str(row.get("pod", "")),
+                    _pod(row),
                     str(row.get("priority", "")),
                     str(row.get("effectivePriority", "")),
                     str(row.get("request", "")),

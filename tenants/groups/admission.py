@@ -14,13 +14,13 @@ guaranteed tier, over the ceiling for the burst tier: it is denied.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 from classifier.quantities import Quantity, format_list
 from tenants.config import TenantPolicy
-from tenants.ledger import TenantLedger, Tier
-from tenants.queue.admission import QueueAnswer, queue_pod, requeue_base, room_shortfalls
+from tenants.ledger import TenantLedger, Tier, enqueue
+from tenants.queue.admission import QueueAnswer, requeue_base, room_shortfalls
 
 _ZERO: Final = Quantity(0)
 
@@ -125,7 +125,6 @@ def queue_member(
     """Record the member as queued in its tenant's ledger (re-using its own entry on a
     re-invoked webhook), within ``maxPending``; nothing is booked."""
     queue = tenant.group_queue()
-    waiting = tenant if tenant.queue == queue else replace(tenant, queue=queue)
     base = requeue_base(ledger, existing_id)
     entry_id = derived_id if existing_id is None else existing_id
     attempt = 1
@@ -133,16 +132,14 @@ def queue_member(
     while candidate in base.queued:
         attempt += 1
         candidate = f"{entry_id}-q{attempt}"
-    after, answer = queue_pod(
-        base,
-        tenant=waiting,
-        amount=amount,
-        priority=priority,
-        entry_id=candidate,
-        now=now,
-        ttl=ttl,
-    )
-    return after, MemberAnswer(answer, free_room(tenant, base, queue.tier, resources))
+    pending = len(base.queued)
+    free = free_room(tenant, base, queue.tier, resources)
+    if pending >= queue.max_pending:
+        return base, MemberAnswer(QueueAnswer(False, candidate, pending=pending, full=True), free)
+    # A member's place is its group's (tenants.groups.release): no position to tell, so no
+    # walk of the queue here.
+    after = enqueue(base, entry_id=candidate, priority=priority, now=now, ttl=ttl)
+    return after, MemberAnswer(QueueAnswer(True, candidate, pending=pending + 1), free)
 
 
 def waiting_warning(

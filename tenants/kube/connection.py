@@ -47,7 +47,15 @@ Mode = Literal["kubeconfig", "in-cluster", "offline"]
 # (tests/tenants/test_controller.py checks pod_facts gives the same facts on it). Leaves are
 # Any so that they come through exactly as orjson would give them.
 _PodLabels = TypedDict("_PodLabels", {"tenantgate.io/tier": Any}, total=False)
-_PodAnnotations = TypedDict("_PodAnnotations", {"tenantgate.io/reservation": Any}, total=False)
+_PodAnnotations = TypedDict(
+    "_PodAnnotations",
+    {
+        "tenantgate.io/reservation": Any,
+        "tenantgate.io/group": Any,
+        "tenantgate.io/group-size": Any,
+    },
+    total=False,
+)
 
 
 class _PodMetadata(TypedDict, total=False):

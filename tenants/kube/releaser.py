@@ -45,6 +45,7 @@ from prometheus_client.core import (
 from tenants.config import QUOTA_GATE, TIER_LABEL
 from tenants.controller import LedgerController
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
+from tenants.kube.groupreleaser import GroupReleaser
 from tenants.ledger import LedgerStore, LedgerUnavailable, Tier
 from tenants.queue.admission import has_gate
 from tenants.queue.gate import OWNER_RULE_PREFIX
@@ -263,6 +264,37 @@ class Releaser:
         self._running = False
         self._evaluating = False
         controller.queues.listener = self
+        self.groups = GroupReleaser(self)
+
+    # -- for the group releaser (tenants/kube/groupreleaser.py) --------------------------
+
+    @property
+    def controller(self) -> LedgerController:
+        return self._controller
+
+    @property
+    def store(self) -> LedgerStore:
+        return self._store
+
+    @property
+    def client(self) -> PodClient:
+        return self._client
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        return self._executor
+
+    def clock(self) -> float:
+        return self._clock()
+
+    def failed(self, tenant: str, pod: QueuedPod, reason: str, message: str) -> None:
+        self._failed(tenant, pod, reason, message)
+
+    def released_ok(self, tenant: str, pod: QueuedPod, tier: Tier) -> None:
+        self._released_ok(tenant, pod, tier)
+
+    def event(self, pod: QueuedPod, reason: str, message: str, *, kind: str = "Normal") -> None:
+        self._event(pod, reason, message, kind=kind)
 
     # -- the controller's listener -------------------------------------------------------
 
@@ -363,6 +395,8 @@ class Releaser:
             return
         queue_policy = self._controller.queue_policy(tenant)
         self.stats.evaluations += 1
+        if queue.groups() and await self.groups.evaluate(tenant, queue, known):
+            return  # a pod group holds the line
         plan = plan_release(
             queue,
             quota=known.quota,
@@ -568,6 +602,7 @@ class Releaser:
     # -- released pods the scheduler cannot place ----------------------------------------
 
     def _check_released(self, now: float) -> None:
+        self.groups.check_timeouts(now)
         limit = self._unschedulable_after
         for uid, (tenant, released_at) in list(self._released.items()):
             tracked = self._controller.tracked(uid)
@@ -659,6 +694,9 @@ def _reason(exc: KubeError) -> str:
     return "unavailable"
 
 
+failure_reason = _reason
+
+
 class QueueCollector:
     """The queue's Prometheus metrics (register on the app's registry)."""
 
@@ -693,6 +731,8 @@ class QueueCollector:
         yield oldest
         stats = self._releaser.stats if self._releaser is not None else ReleaseStats()
         yield from _release_metrics(stats)
+        if self._releaser is not None:
+            yield from self._releaser.groups.metrics()
 
 
 def _release_metrics(stats: ReleaseStats) -> Iterator[Metric]:

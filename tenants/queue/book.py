@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from classifier.quantities import format_list
 from tenants.config import QueuePolicy
+from tenants.groups.admission import sum_amounts
+from tenants.groups.membership import Membership
 from tenants.ledger import queued_id_for
 from tenants.queue.line import QueuedPod, TenantQueue
 
@@ -43,6 +45,8 @@ class GatedPod(Protocol):
     def reservation(self) -> str | None: ...
     @property
     def amount(self) -> Any: ...
+    @property
+    def group(self) -> Membership | None: ...
 
 
 class QueueListener(Protocol):
@@ -62,7 +66,10 @@ class QueueListener(Protocol):
 def queued_pod(facts: GatedPod, amount: Any = None) -> QueuedPod:
     """The queue's view of a gated pod; ``amount`` is what releasing it books (its request,
     or with a limits quota its request and limits), ``facts.amount`` by default."""
+    group = facts.group
     return QueuedPod(
+        group=group.id if group is not None else "",
+        group_size=group.size or 0 if group is not None else 0,
         uid=facts.uid,
         namespace=facts.namespace,
         name=facts.name,
@@ -161,11 +168,8 @@ class QueueBook:
                 tenants[name] = {"pending": 0, "pods": []}
                 continue
             policy = policy_of(name)
-            pods = [
-                _row(pod, position, policy, now, parked=queue.is_parked(pod.uid))
-                for position, pod in enumerate(queue.ordered(policy, now), start=1)
-            ]
-            tenants[name] = {"pending": len(pods), "pods": pods}
+            pods = list(_rows(queue, policy, now))
+            tenants[name] = {"pending": len(queue), "pods": pods}
         return {"tenants": tenants, "generatedAt": now}
 
     def summary(
@@ -177,10 +181,10 @@ class QueueBook:
             return {"pending": 0, "oldestWaitSeconds": 0.0, "first": []}
         oldest = queue.oldest_queued_at()
         rows = []
-        for position, pod in enumerate(queue.ordered(policy, now), start=1):
-            if position > first:
+        for row in _rows(queue, policy, now):
+            if row["position"] > first:
                 break
-            rows.append(_row(pod, position, policy, now, parked=queue.is_parked(pod.uid)))
+            rows.append(row)
         return {
             "pending": len(queue),
             "oldestWaitSeconds": round(max(now - oldest, 0.0), 3) if oldest is not None else 0.0,
@@ -191,6 +195,45 @@ class QueueBook:
         """(tenant, pods waiting, oldest time queued) per tenant with a queue."""
         for name, queue in self.queues.items():
             yield name, len(queue), queue.oldest_queued_at()
+
+
+def _rows(queue: TenantQueue, policy: QueuePolicy, now: float) -> Iterator[dict[str, Any]]:
+    """The queue's entries in order: a pod, or a pod group as one entry (at its best-placed
+    member) with its members and total."""
+    groups = queue.groups()
+    shown: set[str] = set()
+    position = 0
+    for pod in queue.ordered(policy, now):
+        if pod.group:
+            if pod.group in shown:
+                continue
+            shown.add(pod.group)
+            position += 1
+            yield _group_row(pod.group, list(groups[pod.group].values()), position, policy, now)
+            continue
+        position += 1
+        yield _row(pod, position, policy, now, parked=queue.is_parked(pod.uid))
+
+
+def _group_row(
+    group: str, members: list[QueuedPod], position: int, policy: QueuePolicy, now: float
+) -> dict[str, Any]:
+    first = min(member.queued_at for member in members)
+    best = max(members, key=lambda member: member.effective_priority(policy, now))
+    size = max(member.group_size for member in members)
+    namespace, _, key = group.partition("/")
+    return {
+        "position": position,
+        "pod": f"{namespace}/{key.rpartition('/')[2]}",
+        "group": group,
+        "members": len(members),
+        "size": size or None,
+        "priority": best.priority,
+        "effectivePriority": best.effective_priority(policy, now),
+        "request": format_list(sum_amounts([member.amount for member in members])),
+        "waitedSeconds": round(max(now - first, 0.0), 3),
+        "releasing": False,
+    }
 
 
 def _row(

@@ -23,7 +23,7 @@ import heapq
 import logging
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from classifier.quantities import Quantity
@@ -56,6 +56,10 @@ class QueuedPod:
     entry_id: str  # its queued entry in the ledger
     resource_version: str = ""
     shape: Shape = field(default=(), compare=False)
+    # Of a pod group's member: the group (``namespace/key``) and its size (0: unknown). A
+    # member is never offered alone: its group is (``tenants.groups.release``).
+    group: str = ""
+    group_size: int = 0
 
     @property
     def key(self) -> str:
@@ -88,6 +92,7 @@ class TenantQueue:
         self._lanes: dict[tuple[int, Shape], list[Slot]] = {}
         self._parked: dict[int, list[Slot]] = {}
         self._parked_uids: set[str] = set()
+        self._groups: dict[str, dict[str, QueuedPod]] = {}
 
     # -- reading -------------------------------------------------------------------------
 
@@ -133,24 +138,18 @@ class TenantQueue:
     def add(self, pod: QueuedPod) -> None:
         """Add a pod, or update it (its place follows its priority and time queued)."""
         if not pod.shape:
-            pod = QueuedPod(
-                pod.uid,
-                pod.namespace,
-                pod.name,
-                pod.priority,
-                pod.queued_at,
-                pod.amount,
-                pod.entry_id,
-                pod.resource_version,
-                shape_of(pod.amount),
-            )
+            pod = replace(pod, shape=shape_of(pod.amount))
         known = self._pods.get(pod.uid)
         parked = pod.uid in self._parked_uids
         if known is not None:
             self.remove(pod.uid)
         self._pods[pod.uid] = pod
         insort(self._classes.setdefault(pod.priority, []), pod.slot)
-        if parked:
+        if pod.group:
+            self._groups.setdefault(pod.group, {})[pod.uid] = pod
+            if parked:
+                self._parked_uids.add(pod.uid)
+        elif parked:
             self._parked_uids.add(pod.uid)
             insort(self._parked.setdefault(pod.priority, []), pod.slot)
         else:
@@ -161,7 +160,14 @@ class TenantQueue:
         if pod is None:
             return None
         _discard(self._classes, pod.priority, pod.slot)
-        if uid in self._parked_uids:
+        if pod.group:
+            members = self._groups.get(pod.group)
+            if members is not None:
+                members.pop(uid, None)
+                if not members:
+                    del self._groups[pod.group]
+            self._parked_uids.discard(uid)
+        elif uid in self._parked_uids:
             self._parked_uids.discard(uid)
             _discard(self._parked, pod.priority, pod.slot)
         else:
@@ -173,6 +179,9 @@ class TenantQueue:
         pod = self._pods.get(uid)
         if pod is None or uid in self._parked_uids:
             return
+        if pod.group:
+            self._parked_uids.add(uid)
+            return
         _discard(self._lanes, (pod.priority, pod.shape), pod.slot)
         self._parked_uids.add(uid)
         insort(self._parked.setdefault(pod.priority, []), pod.slot)
@@ -182,6 +191,8 @@ class TenantQueue:
         if pod is None or uid not in self._parked_uids:
             return
         self._parked_uids.discard(uid)
+        if pod.group:
+            return
         _discard(self._parked, pod.priority, pod.slot)
         insort(self._lanes.setdefault((pod.priority, pod.shape), []), pod.slot)
 
@@ -199,6 +210,10 @@ class TenantQueue:
 
     def pod(self, uid: str) -> QueuedPod:
         return self._pods[uid]
+
+    def groups(self) -> Mapping[str, Mapping[str, QueuedPod]]:
+        """The waiting members of each pod group (group id -> uid -> member)."""
+        return self._groups
 
 
 K = TypeVar("K")

@@ -84,6 +84,7 @@ LEAST_PRIVILEGE = {
     ("", "namespaces", "watch"),
     ("scheduling.k8s.io", "priorityclasses", "list"),
     ("scheduling.k8s.io", "priorityclasses", "watch"),
+    ("batch", "jobs", "get"),  # the size of an Indexed Job's pod group
 }
 POD_RULE_TARGET = ("", "v1", "pods", "Namespaced")
 MUTATING_RULES = {("CREATE", "pods")}

@@ -49,6 +49,25 @@ tenants:
 """
 
 
+def indexed_job(name: str, *, parallelism: int, cpu: str = "1") -> dict[str, Any]:
+    """An Indexed Job of ``parallelism`` pods, each run for 1 s by the simulated kubelet."""
+    template = pod(name, cpu=cpu)
+    del template["apiVersion"], template["kind"]
+    template["metadata"] = {"annotations": {"testcluster.tenantgate.io/run-seconds": "1"}}
+    template["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": parallelism,
+            "parallelism": parallelism,
+            "template": template,
+        },
+    }
+
+
 def restricted(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` made to pass the Pod Security "restricted" level tenantgate-system enforces."""
     body["spec"]["securityContext"] = {
@@ -176,6 +195,14 @@ def test_the_shipped_rbac_is_exactly_what_tenantgate_uses(
         return {"Queued", "Released"} <= reasons
 
     eventually(events_recorded, "the Queued and Released events")
+    # An Indexed Job's pod is a pod group's member: tenantgate reads the Job for its size.
+    batch: Any = client.BatchV1Api(core.api_client)
+    batch.create_namespaced_job("team-r", indexed_job("j", parallelism=1))
+
+    def job_read() -> bool:
+        return any(key[0] == "tenantgate" and key[2] == "jobs.batch" for key in kube.proxy.seen)
+
+    eventually(job_read, "tenantgate to read the Job")
     used: dict[tuple[str, str], set[int]] = {}
     for (agent, verb, resource, sub, status), _ in kube.proxy.seen.items():
         if agent == "tenantgate":
