@@ -347,14 +347,16 @@ class Runtime:
         self.ledger: MemoryLedger | KubeLedgerStore = self._ledger_store(policy, connection)
         self.controller = LedgerController(self.ledger, policy=policy)
         online = connection is not None
-        # Pod group sizes: coscheduling PodGroups from a watch, other objects by GET.
+        # A pod group's size, when its pods do not carry it: coscheduling PodGroups from a
+        # watch, other objects (an Indexed Job's Job, an operator's object) by GET.
+        self.sizes = KubeSizeReader(connection.api_client) if connection is not None else None
         self.podgroup_watch: PodGroupWatch | None = None
         sizes: WatchedSizes | None = None
-        if connection is not None:
+        if connection is not None and self.sizes is not None:
             self.podgroup_watch = PodGroupWatch(
                 connection, backoff=BackoffPolicy(), watch_timeout=timings.watch_timeout_seconds
             )
-            sizes = WatchedSizes(KubeSizeReader(connection.api_client), self.podgroup_watch)
+            sizes = WatchedSizes(self.sizes, self.podgroup_watch)
         self.admitter = PolicyAdmitter(
             policy,
             self.ledger,
@@ -660,6 +662,8 @@ class Runtime:
             await self.ledger.close()
         if self.releaser is not None:
             self.releaser.close()
+        if self.sizes is not None:
+            self.sizes.close()
         if self.ledger_watch is not None:
             await self.ledger_watch.stop()
         if self.podgroup_watch is not None:

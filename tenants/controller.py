@@ -1173,7 +1173,10 @@ class LedgerController:
                 named = reservations.get(facts.reservation)
                 if named is not None and named.pod_uid is None:
                     consumed = named.id
-            if consumed is not None:
+            # A gated member of a pod group keeps its group's booking: the leader that booked
+            # the group may have died before removing its gate, and the group must not lose
+            # the room its released members were booked with.
+            if consumed is not None and not (facts.group is not None and _queued_here(facts, now)):
                 reservations.pop(consumed, None)
             if _queued_here(facts, now):
                 stored = snapshot.get(tenant)

@@ -1266,7 +1266,7 @@ class PolicyAdmitter:
                     f"waits behind the scheduling gate {QUOTA_GATE} until its whole group "
                     "fits, and tenantgate's mutating webhook did not gate it; retry"
                 )
-            tenant = replace(tenant, queue=tenant.group_queue())
+            tenant = _group_waiting(tenant)
         if has_gate(spec) or label_tier == QUEUED_TIER:
             return await self._validate_queued_create(
                 request,
@@ -1491,6 +1491,23 @@ class PolicyAdmitter:
             return resized, Verdict.allow()
 
         return await self._ledger.transact(tenant.name, change, commit=not request.dry_run)
+
+
+# tenant -> the tenant with its groups' queue, built once per compiled tenant: (tenant kept
+# alive so that its id is never reused while cached, its copy).
+_GROUP_WAITING: dict[int, tuple[TenantPolicy, TenantPolicy]] = {}
+
+
+def _group_waiting(tenant: TenantPolicy) -> TenantPolicy:
+    """``tenant`` with the queue its pod groups wait in (see ``TenantPolicy.group_queue``)."""
+    cached = _GROUP_WAITING.get(id(tenant))
+    if cached is not None and cached[0] is tenant:
+        return cached[1]
+    waiting = replace(tenant, queue=tenant.group_queue())
+    if len(_GROUP_WAITING) >= 4096:
+        _GROUP_WAITING.clear()
+    _GROUP_WAITING[id(tenant)] = (tenant, waiting)
+    return waiting
 
 
 def _group_member(pod: Mapping[str, Any], rules: Sequence[GroupRule]) -> str | Verdict | None:

@@ -21,6 +21,7 @@ from classifier.quantities import Quantity, format_list
 from tenants.config import TenantPolicy
 from tenants.ledger import TenantLedger, Tier, enqueue
 from tenants.queue.admission import QueueAnswer, requeue_base, room_shortfalls
+from tenants.queue.line import GROUP_ENTRY_PREFIX
 
 _ZERO: Final = Quantity(0)
 
@@ -30,6 +31,8 @@ def known_total(
 ) -> dict[str, Quantity]:
     """What the group needs at least: ``amount`` (this member) and ``seen`` (the others known),
     plus, for each member not seen yet, the smallest member seen, per resource."""
+    if not seen:
+        return {name: Quantity(q.nanos * size, q.format) for name, q in amount.items() if q.nanos}
     members = [*seen, amount]
     names = {name for member in members for name, q in member.items() if q.nanos}
     missing = max(size - len(members), 0)
@@ -126,7 +129,7 @@ def queue_member(
     re-invoked webhook), within ``maxPending``; nothing is booked."""
     queue = tenant.group_queue()
     base = requeue_base(ledger, existing_id)
-    entry_id = derived_id if existing_id is None else existing_id
+    entry_id = GROUP_ENTRY_PREFIX + derived_id if existing_id is None else existing_id
     attempt = 1
     candidate = entry_id
     while candidate in base.queued:

@@ -116,7 +116,10 @@ def plan_groups(
     parked: Callable[[str], bool],
 ) -> GroupPlan:
     """The group releases that fit now, in order; see the module docstring."""
-    groups = sorted(waiting_groups(queue), key=lambda group: group.key(policy, now))
+    # A running group's new members first: they never wait behind other work.
+    groups = sorted(
+        waiting_groups(queue), key=lambda group: (not running(group.id), group.key(policy, now))
+    )
     if not groups:
         return GroupPlan(())
     used, room = _room(quota, ledger, policy.tier)

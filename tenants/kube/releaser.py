@@ -301,6 +301,17 @@ class Releaser:
     def queued(self, tenant: str, pod: QueuedPod, *, listed: bool) -> None:
         if listed:
             return  # a full list (start, new leader): these pods were told before
+        if pod.group:
+            groups = self._controller.group_queue_policy(tenant)
+            size = f"all {pod.group_size}" if pod.group_size else "all its"
+            self._event(
+                pod,
+                "Queued",
+                f"waiting behind the scheduling gate {QUOTA_GATE} for pod group "
+                f"{pod.group.rpartition('/')[2]}: released when {size} members exist and fit "
+                f"tenant {tenant}'s {groups.tier} room",
+            )
+            return
         queue = self._controller.queues.queues.get(tenant)
         policy = self._controller.queue_policy(tenant)
         now = self._clock()

@@ -33,6 +33,9 @@ from tenants.ledger import Queued
 logger = logging.getLogger(__name__)
 
 Shape = tuple[tuple[str, int], ...]
+# The ledger entries of pod groups' members (tenants.groups.admission) start with this: a group
+# waits for its whole total, so its members are never ahead of a single pod in line.
+GROUP_ENTRY_PREFIX = "g-"
 # (time queued, namespace/name, uid): the order of one priority, whatever the time.
 Slot = tuple[float, str, str]
 OrderKey = tuple[int, float, str]
@@ -251,12 +254,16 @@ def ledger_position(
     what admission tells (every replica shares the ledger; only the leader watches pods).
     """
     ahead = sum(
-        1 for entry in entries if entry.priority + policy.boost(now - entry.queued_at) >= priority
+        1
+        for entry in entries
+        if entry.priority + policy.boost(now - entry.queued_at) >= priority
+        and not entry.id.startswith(GROUP_ENTRY_PREFIX)
     )
     return ahead + 1
 
 
 __all__ = [
+    "GROUP_ENTRY_PREFIX",
     "OrderKey",
     "QueuedPod",
     "Shape",

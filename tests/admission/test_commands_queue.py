@@ -114,3 +114,32 @@ def test_review_tells_a_queued_pod_its_position_at_todays_usage(
     lines = out.splitlines()
     assert lines[1].split()[5:7] == ["queued", "queued"]
     assert lines[-1].startswith("  queued: team-a is at its guarantee (cpu 4/4); position 2 of 2")
+
+
+def test_a_pod_group_is_one_line_with_its_members_and_total() -> None:
+    listing = {
+        "tenants": {
+            "team-a": {
+                "pending": 5,
+                "pods": [
+                    {
+                        "position": 1,
+                        "pod": "team-a/train-42",
+                        "group": "team-a/labels/train-42",
+                        "members": 5,
+                        "size": 8,
+                        "priority": 1000,
+                        "effectivePriority": 1000,
+                        "request": "cpu=5,nvidia.com/gpu=5,pods=5",
+                        "waitedSeconds": 61.0,
+                        "releasing": False,
+                    }
+                ],
+            }
+        },
+        "leading": True,
+    }
+    assert queue_command.render(listing).splitlines()[1] == (
+        "team-a  1         team-a/train-42 (group: 5 of 8 members)  1000      1000       "
+        "cpu=5,nvidia.com/gpu=5,pods=5  1m01s"
+    )

@@ -7,6 +7,7 @@ Job's pods; the simulated kubelet runs each for ``testcluster.tenantgate.io/run-
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -225,3 +226,29 @@ def test_queue_and_metrics_show_the_group(tenantgate: Tenantgate, core: Any) -> 
     with __import__("urllib.request").request.urlopen(f"{tenantgate.metrics_url}/metrics") as r:
         text = r.read().decode()
     assert 'tenantgate_pod_groups_waiting{tenant="team-g"} 1.0' in text
+
+
+def test_a_member_whose_job_is_missing_stays_gated_and_is_told_why(
+    tenantgate: Tenantgate, core: Any
+) -> None:
+    body = pod("ghost-0", cpu="1")
+    body["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": "0"}
+    body["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "ghost",
+            "uid": "00000000-0000-0000-0000-000000000000",
+            "controller": True,
+        }
+    ]
+    response = core.create_namespaced_pod("team-g", body, _preload_content=False)
+    told = warnings_of(response)
+    stored = json.loads(response.read())
+    response.release_conn()
+    # As stored (the garbage collector soon deletes a pod whose owner does not exist).
+    assert {"name": GATE} in stored["spec"]["schedulingGates"]
+    assert told[-1] == (
+        "waiting for pod group ghost: its size is unknown (Job team-g/ghost was not found); "
+        "the pod stays gated until it is recreated with the size known"
+    )

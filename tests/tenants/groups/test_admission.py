@@ -26,6 +26,10 @@ GROUP_CONFIG = CONFIG.replace(
     namespaces: [gpu]
     quota: {guaranteed: {cpu: "64", nvidia.com/gpu: "12"}, burst: {max: {nvidia.com/gpu: "14"}}}
     podGroups: {timeoutSeconds: 60}
+  qq:
+    namespaces: [qq]
+    quota: {guaranteed: {cpu: "64", nvidia.com/gpu: "12"}}
+    overQuota: queue
   other:
     namespaces: [other]""",
 )
@@ -267,3 +271,19 @@ def test_members_of_a_group_never_run_before_the_group_is_booked(chain: Chain) -
     assert len(ledger.queued) == 8
     assert len(ledger.reservations) == 8  # the plain pods only
     assert ledger.guaranteed["nvidia.com/gpu"] == Quantity.parse("8")
+
+
+def test_waiting_members_never_make_a_single_pod_that_fits_queue_behind_them(
+    chain: Chain,
+) -> None:
+    for index in range(3):
+        body = member()
+        body["metadata"]["namespace"] = "qq"
+        _, _, final = chain.admit(body, uid=f"m-{index}", pod_uid=f"m-{index}")
+        assert final["spec"]["schedulingGates"] == [GATE]
+    plain = member()
+    plain["metadata"]["namespace"] = "qq"
+    del plain["metadata"]["labels"]
+    mutated, _, final = chain.admit(plain, uid="single", pod_uid="single")
+    assert "schedulingGates" not in final["spec"], mutated.warnings
+    assert len(chain.state("qq").queued) == 3  # maxPending still counts the members
