@@ -13,7 +13,8 @@ template gives), so that ``review`` and the pod group rules see what the cluster
   ``defaultLabels`` in pkg/controller/mpi_job_controller.go): workers ``<job>-worker-<i>``
   owned by the MPIJob; the launcher is a Job ``<job>-launcher`` owned by the MPIJob, whose pod
   the Job controller creates. Both carry ``training.kubeflow.org/operator-name: mpi-operator``,
-  ``job-name`` and ``job-role`` (launcher / worker); workers also ``replica-index``.
+  ``job-name`` and ``job-role`` (launcher / worker); workers also ``replica-index``. Each has
+  its name as hostname (``<job>-launcher`` for the launcher) and the job as subdomain.
 * JobSet (kubernetes-sigs/jobset, ``constructJob`` and ``labelAndAnnotateObject`` in
   pkg/controllers/jobset_controller.go): one Indexed Job ``<jobset>-<replicatedJob>-<i>``
   per replica, owned by the JobSet, its pod template labelled and annotated with
@@ -126,10 +127,14 @@ def mpi_job_pods(document: Mapping[str, Any]) -> Iterator[tuple[str, JSONObject]
             labels.update({JOB_NAME: launcher, "job-name": launcher})
             owners = [reference("batch/v1", "Job", launcher)]
             pod_name = f"{launcher}-{template_hash(replica, length=5)}"
+            spec["hostname"] = launcher
         else:
             labels[f"{KUBEFLOW}/replica-index"] = "0"
             owners = [reference(api_version, "MPIJob", name)]
             pod_name = f"{name}-{role}-0"
+            spec["hostname"] = pod_name
+        # Each pod is reachable as <hostname>.<job>, the MPIJob's headless Service.
+        spec["subdomain"] = name
         yield (
             f"spec.mpiReplicaSpecs.{replica_type}.template",
             make_pod(

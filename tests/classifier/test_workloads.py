@@ -561,3 +561,18 @@ def test_an_indexed_job_pod_carries_its_completion_index() -> None:
     pod = pod_from_template(found, namespace="ns")
     assert podview.annotations(pod)["batch.kubernetes.io/job-completion-index"] == "0"
     assert podview.labels(pod)["batch.kubernetes.io/job-completion-index"] == "0"
+
+
+def test_mpijob_pods_are_named_hosts_of_the_jobs_service() -> None:
+    # newLauncherPodTemplate / newWorker: hostname and subdomain for the MPIJob's Service.
+    found = pods("mpi-operator-mpijob-pi.yaml")
+    launcher = found["MPIJob/pi@spec.mpiReplicaSpecs.Launcher.template"]
+    worker = found["MPIJob/pi@spec.mpiReplicaSpecs.Worker.template"]
+    assert (podview.spec(launcher)["hostname"], podview.spec(launcher)["subdomain"]) == (
+        "pi-launcher",
+        "pi",
+    )
+    assert (podview.spec(worker)["hostname"], podview.spec(worker)["subdomain"]) == (
+        "pi-worker-0",
+        "pi",
+    )
