@@ -1,5 +1,7 @@
 """Coscheduling PodGroups read through a watch (tenants/kube/podgroupwatch.py), on the real
-control plane, with tenantgate's own ServiceAccount and the shipped RBAC.
+control plane, with tenantgate's own ServiceAccount and the shipped RBAC: sizes follow the
+PodGroup, a CRD installed later is picked up, and a coscheduled group is admitted whole with
+its size from the watch (never one GET per member).
 
 The PodGroup CRD is the scheduler-plugins project's own (tests/fixtures/crds/SOURCES.md).
 """
@@ -19,7 +21,14 @@ from tenants.groups.sizes import SizeAnswer
 from tenants.kube.connection import ClusterTarget, Connection
 from tenants.kube.podgroupwatch import PodGroupWatch, WatchedSizes
 from testcluster import Cluster
-from tests.integration.harness import api_client, create_namespace, installed_crds
+from tests.integration.conftest import StartTenantgate
+from tests.integration.harness import (
+    api_client,
+    create_namespace,
+    eventually,
+    installed_crds,
+    pod,
+)
 
 CRD = "scheduling.x-k8s.io_podgroups.yaml"
 
@@ -134,3 +143,68 @@ def test_without_the_crd_nothing_is_watched_until_it_is_installed(
             "scheduling.x-k8s.io", "v1alpha1", "team-pg", "podgroups", podgroup("train", 3)
         )
         asyncio.run(after(watch))
+
+
+COSCHEDULING_CONFIG = """\
+apiVersion: tenantgate.io/v1alpha1
+kind: TenantgateConfig
+priorityClasses:
+  tenant-burst: {value: 10, preemptionPolicy: Never}
+  tenant-guaranteed: {value: 1000}
+profiles: {general: {}}
+reservationTTLSeconds: 3600
+tenants:
+  team-pg:
+    namespaces: [team-pg]
+    quota: {guaranteed: {cpu: "8"}}
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tenantgate.yaml"
+    path.write_text(COSCHEDULING_CONFIG)
+    return path
+
+
+def gated(stored: Any) -> bool:
+    return any(gate.name == "tenantgate.io/quota" for gate in stored.spec.scheduling_gates or [])
+
+
+def test_a_coscheduled_group_is_sized_by_the_watched_podgroup_and_released_whole(
+    podgroups_crd: None,
+    start_tenantgate: StartTenantgate,
+    kubeconfig: Path,
+    core: Any,
+    kube: Cluster,
+) -> None:
+    kube.proxy.seen.clear()
+    start_tenantgate()
+    create_namespace(core, {"metadata": {"name": "team-pg"}})
+    custom: Any = client.CustomObjectsApi(api_client(kubeconfig))
+    custom.create_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", "team-pg", "podgroups", podgroup("train", 3)
+    )
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    first = core.create_namespaced_pod("team-pg", pod("train-0", labels=labels))
+    assert gated(first)
+    assert first.metadata.annotations["tenantgate.io/group-size"] == "3"
+    core.create_namespaced_pod("team-pg", pod("train-1", labels=labels))
+    assert all(gated(p) for p in core.list_namespaced_pod("team-pg").items)
+    core.create_namespaced_pod("team-pg", pod("train-2", labels=labels))
+
+    def released() -> bool:
+        pods = core.list_namespaced_pod("team-pg").items
+        return len(pods) == 3 and not any(gated(p) for p in pods)
+
+    eventually(released, "the coscheduled group to be released")
+    # Read from the watch: tenantgate never asked for one PodGroup.
+    reads = {
+        (key[1], key[2])
+        for key in kube.proxy.seen
+        if key[0] == "tenantgate" and "podgroups" in key[2]
+    }
+    assert reads == {
+        ("list", "podgroups.scheduling.x-k8s.io"),
+        ("watch", "podgroups.scheduling.x-k8s.io"),
+    }
