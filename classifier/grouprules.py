@@ -23,6 +23,14 @@ from classifier.podgroups import GroupClaim, GroupClaimError, SizeRef, parse_siz
 
 
 @dataclass(frozen=True, slots=True)
+class KeySize:
+    """The size is a whole number in this label (or annotation) of the pod."""
+
+    key: str
+    annotation: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class FieldsSize:
     """Integer fields (times factors) of an object; ``api_version``/``kind`` None: the owner."""
 
@@ -39,11 +47,9 @@ class LabelGroupRule:
 
     name: str
     label: str
+    size: KeySize | FieldsSize
     match_labels: tuple[tuple[str, str], ...] = ()
     owners: frozenset[tuple[str, str]] = frozenset()  # (API group, kind)
-    size_label: str | None = None
-    size_annotation: str | None = None
-    size_fields: FieldsSize | None = None
 
     def claim(self, pod: Mapping[str, Any]) -> GroupClaim | None:
         labels = podview.labels(pod)
@@ -53,21 +59,29 @@ class LabelGroupRule:
         owner = _controlling_owner(pod)
         if self.owners and (owner is None or _group_kind(owner) not in self.owners):
             return None
-        claim = GroupClaim(key=f"{self.name}/{value}", name=value, source=f"rule:{self.name}")
-        if self.size_label is not None:
-            raw = labels.get(self.size_label)
-            return _with_size(claim, parse_size(raw, self.size_label) if raw else None, self)
-        if self.size_annotation is not None:
-            raw = podview.annotations(pod).get(self.size_annotation)
-            return _with_size(claim, parse_size(raw, self.size_annotation) if raw else None, self)
-        assert self.size_fields is not None  # compile_group_rule sets exactly one source
-        return _with_ref(claim, self._size_ref(pod, value, owner))
+        key, source = f"{self.name}/{value}", f"rule:{self.name}"
+        if isinstance(self.size, KeySize):
+            return GroupClaim(key, value, source, size=self._size_on(pod, value, self.size))
+        ref = self._size_ref(pod, value, owner, self.size)
+        return GroupClaim(key, value, source, size_from=ref)
+
+    def _size_on(self, pod: Mapping[str, Any], value: str, size: KeySize) -> int:
+        marks = podview.annotations(pod) if size.annotation else podview.labels(pod)
+        raw = marks.get(size.key)
+        if not raw:
+            raise GroupClaimError(
+                f"pod group rule {self.name}: the pod has {self.label}={value} but no "
+                f"{size.key} with the group's size"
+            )
+        return parse_size(raw, size.key)
 
     def _size_ref(
-        self, pod: Mapping[str, Any], value: str, owner: Mapping[str, Any] | None
+        self,
+        pod: Mapping[str, Any],
+        value: str,
+        owner: Mapping[str, Any] | None,
+        size: FieldsSize,
     ) -> SizeRef:
-        size = self.size_fields
-        assert size is not None
         namespace = podview.namespace(pod) or ""
         if size.kind is not None and size.api_version is not None:
             return SizeRef(
@@ -95,20 +109,6 @@ class LabelGroupRule:
         )
 
 
-def _with_size(claim: GroupClaim, size: int | None, rule: LabelGroupRule) -> GroupClaim:
-    if size is None:
-        where = rule.size_label or rule.size_annotation
-        raise GroupClaimError(
-            f"pod group rule {rule.name}: the pod has {rule.label}={claim.name} but no {where} "
-            "with the group's size"
-        )
-    return GroupClaim(claim.key, claim.name, claim.source, size=size)
-
-
-def _with_ref(claim: GroupClaim, ref: SizeRef) -> GroupClaim:
-    return GroupClaim(claim.key, claim.name, claim.source, size_from=ref)
-
-
 def _controlling_owner(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next(
         (ref for ref in podview.owner_references(pod) if ref.get("controller") is True), None
@@ -121,26 +121,29 @@ def _group_kind(owner: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def compile_group_rule(spec: PodGroupSpec) -> LabelGroupRule:
-    size = spec.size
-    fields: FieldsSize | None = None
-    if size.owner is not None:
-        fields = FieldsSize(tuple(size.owner.fields), tuple(size.owner.factors), size.owner.default)
-    elif size.object_ is not None:
-        fields = FieldsSize(
-            tuple(size.object_.fields),
-            tuple(size.object_.factors),
-            size.object_.default,
-            size.object_.apiVersion,
-            size.object_.kind,
+    size_spec = spec.size
+    size: KeySize | FieldsSize
+    if size_spec.label is not None:
+        size = KeySize(size_spec.label)
+    elif size_spec.annotation is not None:
+        size = KeySize(size_spec.annotation, annotation=True)
+    elif size_spec.owner is not None:
+        owner = size_spec.owner
+        size = FieldsSize(tuple(owner.fields), tuple(owner.factors), owner.default)
+    else:
+        # The model holds exactly one source: this is ``object``.
+        named = size_spec.object_
+        if named is None:
+            raise ValueError(f"pod group rule {spec.name}: no size source")
+        size = FieldsSize(
+            tuple(named.fields), tuple(named.factors), named.default, named.apiVersion, named.kind
         )
     return LabelGroupRule(
         name=spec.name,
         label=spec.label,
+        size=size,
         match_labels=tuple(sorted(spec.matchLabels.items())),
         owners=frozenset((owner.apiGroup, owner.kind) for owner in spec.owners),
-        size_label=size.label,
-        size_annotation=size.annotation,
-        size_fields=fields,
     )
 
 
