@@ -770,27 +770,20 @@ class PolicyAdmitter:
         existing = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
         if existing is not None and not _RESERVATION_ID_RE.match(existing):
             existing = None
-        try:
-            claim = claim_group(pod, policy.group_rules(tenant, classification.profile))
-        except GroupClaimError as exc:
-            return Verdict.deny(f"tenant {tenant.name}: {exc}", cause="invalid_request")
-        if claim is not None:
-            return await self._admit_member(
-                request,
-                tenant,
-                claim,
-                mutated,
-                amount,
-                class_name=(
-                    self._guaranteed_class(policy, tenant, asked, mutated)
-                    if policy.group_policy(tenant, classification.profile).tier == "guaranteed"
-                    else policy.burst_class
-                ),
-                existing=existing,
-                warnings=warnings,
-                profile=classification.profile,
-                now=now,
-            )
+        grouped = await self._group_step(
+            request,
+            tenant,
+            pod,
+            mutated,
+            amount,
+            asked,
+            existing,
+            warnings,
+            classification.profile,
+            now=now,
+        )
+        if grouped is not None:
+            return grouped
         queue = tenant.queue
         node_name = podview.string(original_spec.get("nodeName"))
         # A pod bound to a node cannot carry a scheduling gate (ValidatePodCreate in
@@ -985,6 +978,47 @@ class PolicyAdmitter:
                 "reservation": answer.entry_id,
                 "position": str(answer.position),
             },
+        )
+
+    async def _group_step(
+        self,
+        request: AdmissionInput,
+        tenant: TenantPolicy,
+        pod: Mapping[str, Any],
+        mutated: JSONObject,
+        amount: Mapping[str, Quantity],
+        asked: str | None,
+        existing: str | None,
+        warnings: list[str],
+        profile: str,
+        *,
+        now: float,
+    ) -> Verdict | None:
+        """The pod group step of /mutate: None for a pod of no group; else the member's
+        verdict (gated, or denied)."""
+        policy = self._policy
+        try:
+            claim = claim_group(pod, policy.group_rules(tenant, profile))
+        except GroupClaimError as exc:
+            return Verdict.deny(f"tenant {tenant.name}: {exc}", cause="invalid_request")
+        if claim is None:
+            return None
+        on_guarantee = policy.group_policy(tenant, profile).tier == "guaranteed"
+        return await self._admit_member(
+            request,
+            tenant,
+            claim,
+            mutated,
+            amount,
+            class_name=(
+                self._guaranteed_class(policy, tenant, asked, mutated)
+                if on_guarantee
+                else policy.burst_class
+            ),
+            existing=existing,
+            warnings=warnings,
+            profile=profile,
+            now=now,
         )
 
     async def _admit_member(
