@@ -69,6 +69,7 @@ from tenants.kube.leader import (
 )
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, LedgerStoreCollector
 from tenants.kube.ledgerwatch import LedgerWatch
+from tenants.kube.podgroupwatch import PodGroupWatch, WatchedSizes
 from tenants.kube.releaser import KubePodClient, QueueCollector, Releaser, queue_listing
 from tenants.kube.sync import ClusterSync, PriorityClassTable
 from tenants.ledger import MemoryLedger, cancel, dequeue
@@ -349,14 +350,22 @@ class Runtime:
         self.ledger: MemoryLedger | KubeLedgerStore = self._ledger_store(policy, connection)
         self.controller = LedgerController(self.ledger, policy=policy)
         online = connection is not None
-        # A pod group's size, when its pods do not carry it (an Indexed Job's Job).
+        # A pod group's size, when its pods do not carry it: coscheduling PodGroups from a
+        # watch, other objects (an Indexed Job's Job, an operator's object) by GET.
         self.sizes = KubeSizeReader(connection.api_client) if connection is not None else None
+        self.podgroup_watch: PodGroupWatch | None = None
+        sizes: WatchedSizes | None = None
+        if connection is not None and self.sizes is not None:
+            self.podgroup_watch = PodGroupWatch(
+                connection, backoff=BackoffPolicy(), watch_timeout=timings.watch_timeout_seconds
+            )
+            sizes = WatchedSizes(self.sizes, self.podgroup_watch)
         self.admitter = PolicyAdmitter(
             policy,
             self.ledger,
             namespace_labels=self.controller.namespace_labels if online else None,
             gate_owner=self.identity.user,
-            sizes=self.sizes,
+            sizes=sizes,
             group_members=self.controller.group_members if online else None,
         )
         # Queue mode: releases happen where pods are watched (the lease holder with several
@@ -616,6 +625,8 @@ class Runtime:
             )
             self.sync.start(loop)
             self._spawn(self._freeze_when_synced(), "gc-freeze")
+        if self.podgroup_watch is not None:
+            self._spawn(self._watch_podgroups(loop), "podgroups")
         if self.ledger_watch is not None:
             self.ledger_watch.start(loop)
         elif self.connection is None:
@@ -662,10 +673,18 @@ class Runtime:
             self.sizes.close()
         if self.ledger_watch is not None:
             await self.ledger_watch.stop()
+        if self.podgroup_watch is not None:
+            await self.podgroup_watch.stop()
         if self.sync is not None:
             await self.sync.stop()
         elif self.connection is not None:
             self.connection.close()
+
+    async def _watch_podgroups(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Where the PodGroup CRD is installed; otherwise the first PodGroup asked for looks
+        # again (tenants/kube/podgroupwatch.py).
+        if self.podgroup_watch is not None:
+            await self.podgroup_watch.start(loop)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.create_task(coroutine, name=f"tenantgate-{name}"))

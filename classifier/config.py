@@ -437,6 +437,112 @@ class SpreadConstraintSpec(_Model):
         return self
 
 
+# --------------------------------------------------------------------------- pod groups
+
+_FIELD_PATH_RE = re.compile(r"^[A-Za-z0-9_*-]+(\.[A-Za-z0-9_*-]+)*$")
+
+
+def _field_path(text: str) -> str:
+    if not _FIELD_PATH_RE.match(text):
+        raise ValueError(
+            f"{text!r} is not a field path: write dotted keys, * for every key or item "
+            "(spec.pytorchReplicaSpecs.*.replicas)"
+        )
+    return text
+
+
+def _key(text: str) -> str:
+    if not is_qualified_name(text):
+        raise ValueError(f"{text!r} is not a valid label or annotation key")
+    return text
+
+
+FieldPath = Annotated[str, AfterValidator(_field_path)]
+FieldPaths = Annotated[
+    list[FieldPath], BeforeValidator(_as_list), _NOT_EMPTY, _one_or_many({"type": "string"})
+]
+LabelKey = Annotated[str, AfterValidator(_key)]
+
+
+class OwnerKindSpec(_Model):
+    """A kind of controlling owner: ``kind`` in API group ``apiGroup`` (any version)."""
+
+    kind: str = Field(min_length=1)
+    apiGroup: str = ""
+
+
+class GroupSizeFieldsSpec(_Model):
+    """Integer fields of an object whose sum is the group's size (``*``: every key or item);
+    each is multiplied by the ``factors`` read in the object holding it (missing: 1).
+    ``default``: what an item without the field counts (the operator's default)."""
+
+    fields: FieldPaths
+    factors: list[FieldPath] = Field(default_factory=list)
+    default: int | None = Field(default=None, ge=0)
+
+
+class GroupObjectSpec(GroupSizeFieldsSpec):
+    """The object of this kind, in the pod's namespace, named by the group's identity."""
+
+    apiVersion: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+
+
+class GroupSizeSpec(_Model):
+    """Where a group's size is written: exactly one of label, annotation, owner, object."""
+
+    label: LabelKey | None = None
+    annotation: LabelKey | None = None
+    owner: GroupSizeFieldsSpec | None = None
+    object_: GroupObjectSpec | None = Field(default=None, alias="object")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        set_ = [
+            name
+            for name, value in (
+                ("label", self.label),
+                ("annotation", self.annotation),
+                ("owner", self.owner),
+                ("object", self.object_),
+            )
+            if value is not None
+        ]
+        if len(set_) != 1:
+            raise ValueError(
+                "set exactly one of label, annotation, owner, object"
+                + (f" (got {', '.join(set_)})" if set_ else "")
+            )
+        return self
+
+
+class PodGroupSpec(_Model):
+    """A way to find pod groups: pods with the same value of label ``label`` form one group.
+
+    ``matchLabels`` and ``owners`` narrow which pods the rule reads (every label given, and a
+    controlling owner of one of the kinds given); ``size`` says where the group's size is.
+    """
+
+    name: str = Field(
+        min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+    )
+    label: LabelKey
+    matchLabels: dict[str, str] = Field(default_factory=dict)
+    owners: list[OwnerKindSpec] = Field(default_factory=list)
+    size: GroupSizeSpec
+    description: str = ""
+
+    @field_validator("matchLabels")
+    @classmethod
+    def _match_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not is_qualified_name(key):
+                raise ValueError(f"label key {key!r} is not a valid qualified name")
+            if not is_label_value(item):
+                raise ValueError(f"label {key!r}: value {item!r} is not a valid label value")
+        return value
+
+
 # --------------------------------------------------------------------------- profiles
 
 
@@ -463,6 +569,9 @@ class ProfileSpec(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     enforce: list[EnforceableField] = Field(default_factory=list)
+    # Read for every pod, whatever its profile: the members of one group (an MPIJob's
+    # launcher and its GPU workers) may be classified apart.
+    podGroup: list[PodGroupSpec] = Field(default_factory=list)
 
     @field_validator("labels")
     @classmethod

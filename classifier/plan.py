@@ -26,6 +26,7 @@ from classifier.config import (
     ProfileOverrideSpec,
 )
 from classifier.evidence import Evidence, compile_evidence
+from classifier.grouprules import LabelGroupRule, compile_group_rules, lint_group_rules
 from classifier.profiles import CompiledProfile, apply_profile, compile_profile
 from classifier.rulelint import find_unreachable_rules
 from classifier.rules import Classification, classify
@@ -55,7 +56,15 @@ class Plan:
 class Classifier:
     """Rules and profiles compiled once; ``classify`` and ``plan`` do no parsing."""
 
-    __slots__ = ("_default", "_evidence", "_names", "_profiles", "_rules", "config")
+    __slots__ = (
+        "_default",
+        "_evidence",
+        "_group_rules",
+        "_names",
+        "_profiles",
+        "_rules",
+        "config",
+    )
 
     def __init__(
         self,
@@ -64,10 +73,12 @@ class Classifier:
         rules: tuple[CompiledRule, ...],
         profiles: Mapping[str, CompiledProfile],
         evidence: Evidence | None = None,
+        group_rules: tuple[LabelGroupRule, ...] = (),
     ) -> None:
         self.config = config
         self._rules = rules
         self._evidence = evidence
+        self._group_rules = group_rules
         self._profiles = dict(profiles)
         self._names = frozenset(profiles)
         self._default = config.defaultProfile
@@ -82,6 +93,12 @@ class Classifier:
 
     def profile(self, name: str) -> CompiledProfile:
         return self._profiles[name]
+
+    @property
+    def group_rules(self) -> tuple[LabelGroupRule, ...]:
+        """Every profile's ``podGroup`` rules in order, for ``classifier.podgroups.claim_group``
+        (read for every pod, whatever its profile: classifier/grouprules.py)."""
+        return self._group_rules
 
     def classify(
         self,
@@ -152,12 +169,17 @@ class Classifier:
         if problems:
             raise ClassifierConfigError(problems)
         return Classifier(
-            config=self.config, rules=self._rules, profiles=profiles, evidence=self._evidence
+            config=self.config,
+            rules=self._rules,
+            profiles=profiles,
+            evidence=self._evidence,
+            group_rules=self._group_rules,
         )
 
     def lint(self) -> list[ClassifierProblem]:
-        """Rules that can never match, and rules that depend on what a profile adds."""
-        return find_unreachable_rules(self.config)
+        """Rules that can never match, rules that depend on what a profile adds, and pod
+        group rules an earlier one always claims first."""
+        return [*find_unreachable_rules(self.config), *lint_group_rules(self.config)]
 
 
 def _annotate(meta: JSONObject, classification: Classification) -> bool:
@@ -222,6 +244,7 @@ def compile_classifier(
     problems: list[ClassifierProblem] = []
     rules = compile_rules(cfg, problems)
     evidence = compile_evidence(cfg, problems)
+    group_rules = compile_group_rules(cfg, problems)
     if cfg.defaultProfile not in cfg.profiles:
         known = ", ".join(sorted(cfg.profiles)) or "none defined"
         problems.append(
@@ -246,4 +269,6 @@ def compile_classifier(
     if problems:
         raise ClassifierConfigError(problems)
     logger.debug("compiled %d rules and %d profiles", len(rules), len(profiles))
-    return Classifier(config=cfg, rules=rules, profiles=profiles, evidence=evidence)
+    return Classifier(
+        config=cfg, rules=rules, profiles=profiles, evidence=evidence, group_rules=group_rules
+    )

@@ -45,6 +45,11 @@ class SizeRef:
 
     A field is a dotted path; ``*`` stands for every key of an object or every item of a list,
     so ``spec.pytorchReplicaSpecs.*.replicas`` adds the replicas of every replica type.
+    ``factors`` multiply each integer found by the integers at these paths, read in the object
+    that holds it (a missing factor counts 1): a JobSet's pods are, per replicated job,
+    ``replicas`` x ``template.spec.parallelism``. ``default``, when set, is what an object
+    reached by a field's path counts when it lacks the field's last key (the operator's
+    default: a JobSet's replicated job without ``replicas`` has one).
     """
 
     api_version: str
@@ -52,20 +57,38 @@ class SizeRef:
     namespace: str
     name: str
     fields: tuple[str, ...]
+    factors: tuple[str, ...] = ()
+    default: int | None = None
 
     def size_of(self, document: Mapping[str, Any]) -> int | None:
         """The size ``document`` gives, or None when none of the fields holds an integer."""
         total = 0
         found = False
         for field in self.fields:
-            for value in _values(document, field.split(".")):
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                    total += value
-                    found = True
+            *parent_path, last = field.split(".")
+            for holder in _values(document, parent_path):
+                values = list(_values(holder, [last]))
+                if not values and self.default is not None and isinstance(holder, dict):
+                    values = [self.default]
+                for value in values:
+                    if _is_count(value):
+                        total += value * self._factor(holder)
+                        found = True
         return total if found else None
 
+    def _factor(self, holder: Any) -> int:
+        product = 1
+        for factor in self.factors:
+            value = next((v for v in _values(holder, factor.split(".")) if _is_count(v)), 1)
+            product *= value
+        return product
+
     def describe(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name} ({', '.join(self.fields)})"
+        fields = ", ".join(
+            f"{field} x {' x '.join(self.factors)}" if self.factors else field
+            for field in self.fields
+        )
+        return f"{self.kind} {self.namespace}/{self.name} ({fields})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +174,10 @@ def controlling_owner(
         ):
             return podview.string(reference.get("name"))
     return None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _values(value: Any, path: list[str]) -> Iterable[Any]:

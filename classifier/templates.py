@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from classifier import podview
+from classifier.podgroups import JOB_COMPLETION_INDEX
 from classifier.podnames import owner_reference, template_hash, uid
 from classifier.podview import POD_SPEC_FIELDS, clone
 from classifier.types import JSONObject
-from classifier.workloads import HANDLERS
+from classifier.workloads import COUNTS, HANDLERS
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,9 @@ class PodTemplate:
     # The whole pod, when a workload's handler built it the way its operator does (Argo,
     # Spark, Tekton, Knative, Argo Rollouts); None: synthesise it from ``template``.
     pod: Mapping[str, Any] | None = None
+    # How many pods the controller creates from this template at once, where that makes
+    # them one group: a training job's replicas, an Indexed Job's parallelism. Else 1.
+    count: int = 1
 
     @property
     def key(self) -> str:
@@ -110,15 +114,33 @@ def find_pod_templates(document: Any, *, prefix: str = "") -> Iterator[PodTempla
     handler = HANDLERS.get((group, kind))
     if handler is not None:
         built = False
+        counter = COUNTS.get((group, kind))
+        counts = counter(document) if counter is not None else {}
         for path, pod in handler(document):
             built = True
             where = f"{prefix}.{path}" if prefix and path else prefix or path
-            yield PodTemplate(kind, name, api_version, namespace, where, pod, document, pod)
+            yield PodTemplate(
+                kind, name, api_version, namespace, where, pod, document, pod, counts.get(path, 1)
+            )
         if built:
             return
         # A shape the handler does not know (an older API version): templates by shape.
+    count = _indexed_job_pods(document) if (group, kind) == ("batch", "Job") else 1
     for path, template in _walk(document, prefix, top=True):
-        yield PodTemplate(kind, name, api_version, namespace, path, template, document)
+        yield PodTemplate(kind, name, api_version, namespace, path, template, document, count=count)
+
+
+def _indexed_job_pods(job: Mapping[str, Any]) -> int:
+    """An Indexed Job's pods at once: min(parallelism, completions), parallelism 1 unset."""
+    spec = podview.spec(job)
+    if spec.get("completionMode") != "Indexed":
+        return 1
+    parallelism = spec.get("parallelism")
+    completions = spec.get("completions")
+    pods = parallelism if isinstance(parallelism, int) and parallelism >= 0 else 1
+    if isinstance(completions, int) and completions >= 0:
+        pods = min(pods, completions)
+    return pods
 
 
 def _walk(value: Any, path: str, *, top: bool = False) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -196,6 +218,13 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
     if owner_kind == "Job":
         labels.setdefault("batch.kubernetes.io/job-name", owner_name)
         labels.setdefault("job-name", owner_name)
+        if podview.spec(found.owner).get("completionMode") == "Indexed":
+            # pkg/controller/job/indexed_job_utils.go: the index as annotation and label.
+            labels.setdefault(JOB_COMPLETION_INDEX, "0")
+            meta["annotations"] = {
+                **podview.obj(meta.get("annotations")),
+                JOB_COMPLETION_INDEX: "0",
+            }
     elif owner_kind == "StatefulSet":
         pod_name = f"{owner_name}-0"
         labels.setdefault("statefulset.kubernetes.io/pod-name", pod_name)

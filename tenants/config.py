@@ -686,8 +686,10 @@ class Policy:
 
     def group_rules(self, tenant: TenantPolicy, profile: str | None) -> Sequence[GroupRule]:
         """The configured ways to find the pod group of a pod of ``tenant`` classified as
-        ``profile`` (:func:`classifier.podgroups.claim_group` tries them after the labels)."""
-        return ()
+        ``profile`` (:func:`classifier.podgroups.claim_group` tries them after the labels):
+        every profile's ``podGroup`` rules, whatever ``profile`` is, since the members of one
+        group may be classified apart (classifier/grouprules.py)."""
+        return tenant.classifier.group_rules
 
     def group_policy(self, tenant: TenantPolicy, profile: str | None) -> GroupPolicy:
         """How a group of ``tenant``'s pods of ``profile`` waits (its tier and timeout)."""

@@ -27,7 +27,7 @@ from typing import Any, Final, TypeVar
 from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
 from classifier.limits import pod_limit_usage, pod_usage
-from classifier.podgroups import GroupClaim, GroupClaimError, claim_group
+from classifier.podgroups import GroupClaim, GroupClaimError, GroupRule, claim_group
 from classifier.quantities import Quantity, format_list
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
@@ -1291,7 +1291,7 @@ class PolicyAdmitter:
         elif request.dry_run and mutated == "burst":
             mutated_tier = "burst"
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
-        member = _group_member(pod)
+        member = _group_member(pod, policy.group_rules(tenant, None))
         if isinstance(member, Verdict):
             return member
         if member is not None:
@@ -1547,14 +1547,15 @@ def _group_waiting(tenant: TenantPolicy) -> TenantPolicy:
     return waiting
 
 
-def _group_member(pod: Mapping[str, Any]) -> str | Verdict | None:
+def _group_member(pod: Mapping[str, Any], rules: Sequence[GroupRule]) -> str | Verdict | None:
     """The name of the pod group ``pod`` belongs to (as /mutate recorded it, else from its
-    labels), None for a pod of no group, or the 400 denial of a malformed group label."""
+    labels and the config's ``podGroup`` rules), None for a pod of no group, or the 400 denial
+    of a malformed group label."""
     recorded = read_membership(pod)
     if recorded is not None:
         return recorded.name
     try:
-        claim = claim_group(pod)
+        claim = claim_group(pod, rules)
     except GroupClaimError as exc:
         return _bad_request(str(exc))
     return claim.name if claim is not None else None

@@ -2,7 +2,8 @@
 
 Beyond what loading refuses (schema errors, unknown profiles or priority classes, a namespace
 claimed twice, unsupported settings) lint also reports what loads but is surely a mistake: burst
-capacity below the guarantee, rules that can never match, tenants that claim no namespace,
+capacity below the guarantee, rules that can never match, pod group rules an earlier one
+always claims first, tenants that claim no namespace,
 namespaces that two tenants' selectors both claim, burst classes that would not be the
 first preemption victims, and queue settings that cannot work as written (aging that never
 boosts, a burst-tier queue without burst capacity), cohorts with a single member and an
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from classifier.grouprules import lint_group_rules
 from classifier.rulelint import find_unreachable_rules
 from tenants.boundslint import bounds_problems, limits_warnings
 from tenants.clustercheck import ClusterFacts, cluster_warnings, profile_schedulers
@@ -117,6 +119,7 @@ def lint_text(
 def semantic_problems(config: TenantgateConfig) -> list[PolicyProblem]:
     """What loads but is surely wrong; see the module docstring."""
     problems = list(find_unreachable_rules(config))
+    problems.extend(lint_group_rules(config))
     problems.extend(_burst_problems(config))
     problems.extend(_claim_problems(config))
     problems.extend(_class_problems(config))

@@ -32,6 +32,7 @@ from typing import Any, Final, TextIO
 
 import yaml
 
+from admission.commands._groups import ManifestSizes, render_groups, review_groups
 from admission.patch import make_json_patch
 from classifier.agreement import measure
 from classifier.quantities import QuantityError
@@ -59,14 +60,16 @@ _DESCRIPTION = """\
 Find every pod template in the manifests (Pods, Deployments, Jobs, CronJobs, custom
 resources...) and show what the webhook would do to its pod: tenant, tier, profile and why,
 verdict, warnings, patch and mutated pod. Argo Workflows, SparkApplications, Tekton TaskRuns,
-Knative Services and Argo Rollouts give the pods their operators would create. The server's
-own mutate and validate run as a dry run against the usage given (none by default); nothing
-is sent to a cluster.
+Knative Services, Argo Rollouts, PyTorchJobs, MPIJobs, JobSets and RayClusters give the pods
+their operators would create. The server's own mutate and validate run as a dry run against
+the usage given (none by default); nothing is sent to a cluster.
 """
 _EPILOG = """\
 Each pod template (a Deployment with replicas: 3, a Job, a CronJob...) is reviewed as ONE pod,
 against the usage the ledger starts with: replicas are not multiplied and the pods reviewed do
-not count against each other.
+not count against each other. Pod groups are the exception: the members of a group (a
+PyTorchJob, a JobSet, an Indexed Job...) are also reviewed together, every pod counted, with
+the group's total request and verdict (allowed, queued, incomplete or denied) after the table.
 
 exit codes:
   0  every pod would be admitted
@@ -249,10 +252,16 @@ def namespace_labels(namespace: str) -> Mapping[str, str]:
     return {NAMESPACE_NAME_LABEL: namespace}
 
 
-def make_admitter(policy: Policy, ledger: MemoryLedger | None = None) -> PolicyAdmitter:
-    """The server's admitter over ``ledger`` (default: empty), for offline reviews."""
+def make_admitter(
+    policy: Policy, ledger: MemoryLedger | None = None, *, sizes: ManifestSizes | None = None
+) -> PolicyAdmitter:
+    """The server's admitter over ``ledger`` (default: empty), for offline reviews; a pod
+    group's size is read from the manifests (``sizes``) when written in an object there."""
     return PolicyAdmitter(
-        policy, ledger if ledger is not None else MemoryLedger(), namespace_labels=namespace_labels
+        policy,
+        ledger if ledger is not None else MemoryLedger(),
+        namespace_labels=namespace_labels,
+        sizes=sizes,
     )
 
 
@@ -346,14 +355,50 @@ async def review_documents(
     namespace: str | None,
     explain: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per pod template, in manifest order; each reviewed against the same usage."""
-    return [
-        await review_template(
-            found, file=document.file, admitter=admitter, namespace=namespace, explain=explain
+    """One row per pod template, in manifest order; each reviewed against the same usage.
+
+    The members of a pod group also carry ``group``: the whole group's members, pods, total
+    request and verdict (admission/commands/_groups.py).
+    """
+    rows = []
+    members = []
+    for document in documents:
+        for found in find_pod_templates(document.body):
+            row = await review_template(
+                found, file=document.file, admitter=admitter, namespace=namespace, explain=explain
+            )
+            rows.append(row)
+            if not row.get("error"):
+                pod = pod_from_template(found, namespace=namespace or DEFAULT_NAMESPACE)
+                if namespace is not None:
+                    pod["metadata"]["namespace"] = namespace
+                members.append((row, pod, found.count))
+    sizes = admitter.sizes
+    if not isinstance(sizes, ManifestSizes):
+        sizes = ManifestSizes(
+            [d.body for d in documents], namespace=namespace, default_namespace=DEFAULT_NAMESPACE
         )
-        for document in documents
-        for found in find_pod_templates(document.body)
-    ]
+    groups = review_groups(admitter.policy, admitter.ledger, members, sizes)
+    for group in groups:
+        for row in rows:
+            if any(
+                row["namespace"] == group["namespace"]
+                and f"{row['kind']}/{row['name']}" == member["object"]
+                and row["path"] == member["path"]
+                for member in group["members"]
+            ):
+                row["group"] = group
+    return rows
+
+
+def groups_of(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The pod groups of ``rows``, each once, in order."""
+    seen: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for row in rows:
+        group = row.get("group")
+        if isinstance(group, dict):
+            seen.setdefault((group["namespace"], group["key"]), group)
+    return list(seen.values())
 
 
 # --------------------------------------------------------------------------- agreement
@@ -454,7 +499,8 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
         for line in lines
     ]
     for row in rows:
-        if verdict_of(row) == "queued":
+        if verdict_of(row) == "queued" and "group" not in row:
+            # A pod group's member waits for its group: the group's block below says why.
             where = f" {row['path']}" if row["path"] else ""
             told = [w for w in row.get("warnings", ()) if w.startswith(f"{QUEUED_TIER}:")]
             text.append("")
@@ -471,6 +517,7 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
                 f"({row['file']}) would be denied:"
             )
             text.append(f"  {row['message']}")
+    text.extend(render_groups(groups_of(rows)))
     return "\n".join(text)
 
 
@@ -528,7 +575,10 @@ def run(
         except ExpectedError as error:
             print(str(error), file=stderr)
             return EXIT_FAILED
-    admitter = make_admitter(policy, ledger)
+    sizes = ManifestSizes(
+        [d.body for d in documents], namespace=args.namespace, default_namespace=DEFAULT_NAMESPACE
+    )
+    admitter = make_admitter(policy, ledger, sizes=sizes)
     rows = asyncio.run(
         review_documents(
             documents,
@@ -561,4 +611,7 @@ def run(
         )
     if errors:
         return EXIT_FAILED
-    return EXIT_DENIED if any(verdict_of(row) == "denied" for row in rows) else EXIT_OK
+    denied = any(verdict_of(row) == "denied" for row in rows) or any(
+        group["verdict"] == "denied" for group in groups_of(rows)
+    )
+    return EXIT_DENIED if denied else EXIT_OK

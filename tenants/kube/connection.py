@@ -30,14 +30,14 @@ from typing import Any, Final, Literal, TypedDict
 import msgspec
 import orjson
 
-from tenants.kube.errors import KubeConfigError, KubeError, from_status, wrap
+from tenants.kube.errors import KubeConfigError, KubeError, KubeNotFound, from_status, wrap
 from tenants.kube.ledgerstore import GROUP as LEDGER_GROUP
 from tenants.kube.ledgerstore import PLURAL as LEDGER_PLURAL
 from tenants.kube.ledgerstore import VERSION as LEDGER_VERSION
 
 logger = logging.getLogger(__name__)
 
-Resource = Literal["pods", "namespaces", "priorityclasses", "tenantledgers"]
+Resource = Literal["pods", "namespaces", "priorityclasses", "tenantledgers", "podgroups"]
 # What ClusterSync watches; tenantledgers are watched by tenants.kube.ledgerwatch.
 RESOURCES: Final[tuple[Resource, ...]] = ("namespaces", "priorityclasses", "pods")
 
@@ -189,6 +189,7 @@ _CALLS: Final[Mapping[Resource, _Calls]] = {
     "namespaces": _Calls("core", "list_namespace"),
     "priorityclasses": _Calls("scheduling", "list_priority_class"),
     "tenantledgers": _Calls("ledgers", "list"),
+    "podgroups": _Calls("podgroups", "list"),
 }
 
 
@@ -203,6 +204,52 @@ class _TenantLedgers:
     def list(self, **kwargs: Any) -> Any:
         return self._api.list_cluster_custom_object(
             LEDGER_GROUP, LEDGER_VERSION, LEDGER_PLURAL, **kwargs
+        )
+
+
+# The coscheduling PodGroup (kubernetes-sigs/scheduler-plugins apis/scheduling/v1alpha1).
+PODGROUP_GROUP: Final = "scheduling.x-k8s.io"
+PODGROUP_VERSION: Final = "v1alpha1"
+PODGROUP_PLURAL: Final = "podgroups"
+
+
+class _PodGroups:
+    """List and watch calls for coscheduling PodGroups in every namespace (a custom resource
+    of the scheduler-plugins project, watched only where its CRD is installed)."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client
+
+        self._api = client.CustomObjectsApi(api_client)
+
+    def list(self, **kwargs: Any) -> Any:
+        return self._api.list_cluster_custom_object(
+            PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, **kwargs
+        )
+
+    def served(self) -> bool:
+        """Whether the API server serves PodGroups (their CRD is installed): discovery, which
+        every authenticated user may read (the system:discovery ClusterRole)."""
+        try:
+            # _preload_content=False gives the raw response, which the stubs do not know.
+            response: Any = self._api.get_api_resources(
+                PODGROUP_GROUP,
+                PODGROUP_VERSION,
+                _preload_content=False,
+                _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
+            )
+            try:
+                resources = orjson.loads(response.data)
+            finally:
+                response.release_conn()
+        except Exception as exc:
+            error = wrap(exc, action=f"discover {PODGROUP_GROUP}/{PODGROUP_VERSION}")
+            if isinstance(error, KubeNotFound):
+                return False
+            raise error from exc
+        listed = resources.get("resources") if isinstance(resources, dict) else None
+        return any(
+            isinstance(item, dict) and item.get("name") == PODGROUP_PLURAL for item in listed or []
         )
 
 
@@ -229,6 +276,7 @@ class Connection:
         self.core = client.CoreV1Api(api_client)
         self.scheduling = client.SchedulingV1Api(api_client)
         self.ledgers = _TenantLedgers(api_client)
+        self.podgroups = _PodGroups(api_client)
 
     @classmethod
     def open(cls, target: ClusterTarget, *, context: str | None = None) -> Connection:

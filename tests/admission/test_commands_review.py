@@ -536,6 +536,7 @@ def test_json_covers_every_fixture_with_patch_and_mutated_pod(
     expected = yaml.safe_load((FIXTURES / "expected.yaml").read_text())
     assert len(rows) == sum(len(entries or {}) for entries in expected.values())
     kinds = set()
+    grouped = set()
     for row in rows:
         assert set(row) >= {
             "file",
@@ -556,7 +557,11 @@ def test_json_covers_every_fixture_with_patch_and_mutated_pod(
         key = f"{row['kind']}/{row['name']}@{row['path']}"
         entry = expected[name][key]  # a known miss records what the rules give
         assert row["profile"] == (entry if isinstance(entry, str) else entry["classified"])
-        assert (row["tenant"], row["tier"], row["allowed"]) == ("everyone", "guaranteed", True)
+        # A pod group's members wait behind the gate until their whole group is there.
+        tier = "queued" if "group" in row else "guaranteed"
+        assert (row["tenant"], row["tier"], row["allowed"]) == ("everyone", tier, True)
+        if "group" in row:
+            grouped.add(f"{row['kind']}/{row['group']['source']}/{row['group']['verdict']}")
         kinds.add(row["kind"])
         original = original_pod(row)
         assert jsonpatch.apply_patch(original, row["patch"]) == row["mutated"]
@@ -576,6 +581,12 @@ def test_json_covers_every_fixture_with_patch_and_mutated_pod(
         "Service",
         "Rollout",
     } <= kinds
+    assert grouped == {
+        "PyTorchJob/rule:pytorchjob/allowed",
+        "MPIJob/rule:mpijob/allowed",
+        "JobSet/rule:jobset/allowed",
+        "RayCluster/rule:raycluster-workers/allowed",
+    }
 
 
 def original_pod(row: dict[str, Any]) -> dict[str, Any]:
@@ -917,3 +928,139 @@ def test_a_bad_expected_index_is_a_clear_error(
     assert (code, out) == (1, "")
     assert err.startswith(index), err
     assert message in err, err
+
+
+# --------------------------------------------------------------------------- pod groups
+
+
+def pytorchjob_with_workers(tmp_path: Path, workers: int) -> str:
+    """The training-operator's published NCCL example (one GPU per pod), with ``workers``."""
+    document = yaml.safe_load((FIXTURES / "kubeflow-pytorchjob-mnist-nccl.yaml").read_text())
+    document["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = workers
+    return write(tmp_path, "pytorchjob.yaml", yaml.safe_dump(document))
+
+
+def gpu_tenant(tmp_path: Path, gpus: str) -> str:
+    config = example_config()
+    config["tenants"]["ml"]["quota"] = {"guaranteed": {"cpu": "32", "nvidia.com/gpu": gpus}}
+    return config_file(tmp_path, config)
+
+
+def test_a_pytorchjob_with_8_workers_is_one_group_with_its_total_and_verdict(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = pytorchjob_with_workers(tmp_path, 8)
+    config = gpu_tenant(tmp_path, "12")
+    code, out, err = run(capsys, "-f", manifest, "-n", "ml", "--config", config, "-o", "json")
+    assert (code, err) == (0, "")
+    master, worker = json.loads(out)
+    assert master["group"] == worker["group"]
+    group = master["group"]
+    assert {k: group[k] for k in ("name", "key", "source", "namespace", "tenant")} == {
+        "name": "pytorch-dist-mnist-nccl",
+        "key": "pytorchjob/pytorch-dist-mnist-nccl",
+        "source": "rule:pytorchjob",
+        "namespace": "ml",
+        "tenant": "ml",
+    }
+    assert (group["size"], group["pods"]) == (9, 9)
+    assert [m["pods"] for m in group["members"]] == [1, 8]
+    # 9 pods, each a GPU and the tenant's container defaults (cpu 250m, memory 512Mi).
+    assert group["total"] == {
+        "cpu": "2250m",
+        "memory": "4608Mi",
+        "nvidia.com/gpu": "9",
+        "pods": "9",
+    }
+    assert (group["verdict"], group["message"]) == (
+        "allowed",
+        "all 9 members released together on guaranteed",
+    )
+    # Each member, as the webhook answers it, waits behind the gate for its group.
+    assert (worker["tier"], worker["allowed"]) == ("queued", True)
+
+    code, out, _ = run(capsys, "-f", manifest, "-n", "ml", "--config", config)
+    assert code == 0
+    assert out.splitlines()[-6:] == [
+        "",
+        "pod group pytorch-dist-mnist-nccl (rule:pytorchjob) in namespace ml, tenant ml: "
+        "9 pods, size 9: allowed",
+        "  PyTorchJob/pytorch-dist-mnist-nccl spec.pytorchReplicaSpecs.Master.template: 1 pod",
+        "  PyTorchJob/pytorch-dist-mnist-nccl spec.pytorchReplicaSpecs.Worker.template: 8 pods",
+        "  total: cpu=2250m,memory=4608Mi,nvidia.com/gpu=9,pods=9",
+        "  all 9 members released together on guaranteed",
+    ]
+
+
+def test_a_group_over_the_guarantee_is_denied_as_a_whole(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = pytorchjob_with_workers(tmp_path, 8)
+    code, out, _ = run(
+        capsys, "-f", manifest, "-n", "ml", "--config", gpu_tenant(tmp_path, "8"), "-o", "json"
+    )
+    assert code == 3
+    group = json.loads(out)[0]["group"]
+    assert group["verdict"] == "denied"
+    assert group["message"] == (
+        "pod group pytorch-dist-mnist-nccl (9 members) needs nvidia.com/gpu=9, more than tenant "
+        "ml's guarantee (nvidia.com/gpu=8): it can never run; make the group smaller or raise "
+        "the quota"
+    )
+
+
+def test_a_group_that_fits_the_quota_but_not_todays_usage_waits(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = pytorchjob_with_workers(tmp_path, 3)
+    usage = {"tenants": {"ml": {"used": {"guaranteed": {"nvidia.com/gpu": "10"}}}}}
+    usage_file = write(tmp_path, "usage.json", json.dumps(usage))
+    config = gpu_tenant(tmp_path, "12")
+    code, out, _ = run(
+        capsys, "-f", manifest, "-n", "ml", "--config", config, "--usage", usage_file, "-o", "json"
+    )
+    assert code == 0
+    group = json.loads(out)[0]["group"]
+    assert (group["verdict"], group["message"]) == (
+        "queued",
+        "pod group pytorch-dist-mnist-nccl needs nvidia.com/gpu=4, tenant ml has "
+        "nvidia.com/gpu=2 free on guaranteed: the group waits, all its members gated, until "
+        "there is room",
+    )
+
+
+def test_a_jobset_is_one_group_of_every_pod_of_its_child_jobs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    manifest = str(FIXTURES / "gke-samples-sax-model-server-jobset-tpu.yaml")
+    code, out, _ = run(capsys, "-f", manifest, "-n", "ml", "-o", "json")
+    assert code == 0
+    (row,) = json.loads(out)
+    group = row["group"]
+    assert (group["key"], group["size"], group["pods"], group["verdict"]) == (
+        "jobset/sax-model-server-set",
+        16,
+        16,
+        "allowed",
+    )
+    assert group["total"]["google.com/tpu"] == "64"
+
+
+def test_a_group_the_manifests_do_not_complete_is_incomplete(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    labels = "{tenantgate.io/pod-group: g, tenantgate.io/pod-group-size: '4'}"
+    manifest = write(tmp_path, "pod.yaml", POD.replace("labels: {app: web}", f"labels: {labels}"))
+    code, out, _ = run(capsys, "-f", manifest, "-n", "team-a", "-o", "json")
+    assert code == 0
+    group = json.loads(out)[0]["group"]
+    assert (group["source"], group["size"], group["pods"], group["verdict"]) == (
+        "labels",
+        4,
+        1,
+        "incomplete",
+    )
+    assert group["message"] == (
+        "pod group g has 4 members and the manifests make 1: its members wait behind "
+        "tenantgate's gate until the others are created"
+    )

@@ -157,3 +157,34 @@ def test_size_ref_sums_wildcards_and_ignores_non_integers() -> None:
     }
     assert ref.size_of(doc) == 8
     assert ref.size_of({"spec": {}}) is None
+
+
+def test_size_ref_factors_multiply_each_item_and_count_one_when_missing() -> None:
+    # A JobSet's pods: per replicated job, replicas x the child Job's parallelism.
+    ref = SizeRef(
+        "jobset.x-k8s.io/v1alpha2",
+        "JobSet",
+        "ns",
+        "js",
+        ("spec.replicatedJobs.*.replicas",),
+        ("template.spec.parallelism",),
+    )
+    doc = {
+        "spec": {
+            "replicatedJobs": [
+                {"replicas": 2, "template": {"spec": {"parallelism": 8}}},
+                {"replicas": 3, "template": {"spec": {}}},
+            ]
+        }
+    }
+    assert ref.size_of(doc) == 19
+    # The JobSet CRD defaults replicas to 1: a replicated job without it has one Job.
+    defaulted = SizeRef(
+        ref.api_version, ref.kind, ref.namespace, ref.name, ref.fields, ref.factors, default=1
+    )
+    without = {"spec": {"replicatedJobs": [{"template": {"spec": {"parallelism": 4}}}, {}]}}
+    assert defaulted.size_of(without) == 5
+    assert ref.size_of(without) is None
+    assert ref.describe() == (
+        "JobSet ns/js (spec.replicatedJobs.*.replicas x template.spec.parallelism)"
+    )

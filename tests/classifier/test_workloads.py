@@ -455,3 +455,124 @@ def test_a_custom_resource_nesting_containers_outside_a_template_gives_its_pod()
         ]
     }  # minReplicas, the resource's own field, is left out
     assert owners(pod) == [("InferenceService", "custom-simple", True)]
+
+
+# --------------------------------------------------------------------------- distributed training
+
+
+def test_pytorchjob_pods_as_the_training_operator_creates_them() -> None:
+    # kubeflow/training-operator pkg/controller.v1/common/pod.go (createNewPod).
+    found = pods("kubeflow-pytorchjob-simple.yaml")
+    master = found["PyTorchJob/pytorch-simple@spec.pytorchReplicaSpecs.Master.template"]
+    worker = found["PyTorchJob/pytorch-simple@spec.pytorchReplicaSpecs.Worker.template"]
+    assert master["metadata"]["name"] == "pytorch-simple-master-0"
+    assert podview.labels(master) == {
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/job-name": "pytorch-simple",
+        "training.kubeflow.org/replica-type": "master",
+        "training.kubeflow.org/replica-index": "0",
+        "training.kubeflow.org/job-role": "master",
+    }
+    assert "training.kubeflow.org/job-role" not in podview.labels(worker)
+    assert owners(worker) == [("PyTorchJob", "pytorch-simple", True)]
+    assert podview.spec(worker)["restartPolicy"] == "OnFailure"
+
+
+def test_mpijob_launcher_pod_belongs_to_its_job_and_workers_to_the_mpijob() -> None:
+    # kubeflow/mpi-operator pkg/controller/mpi_job_controller.go (newLauncherJob, newWorker).
+    found = pods("mpi-operator-mpijob-pi.yaml")
+    launcher = found["MPIJob/pi@spec.mpiReplicaSpecs.Launcher.template"]
+    worker = found["MPIJob/pi@spec.mpiReplicaSpecs.Worker.template"]
+    assert owners(launcher) == [("Job", "pi-launcher", True)]
+    assert podview.labels(launcher)["training.kubeflow.org/job-role"] == "launcher"
+    assert podview.labels(launcher)["batch.kubernetes.io/job-name"] == "pi-launcher"
+    assert owners(worker) == [("MPIJob", "pi", True)]
+    assert worker["metadata"]["name"] == "pi-worker-0"
+    for pod in (launcher, worker):
+        assert podview.labels(pod)["training.kubeflow.org/operator-name"] == "mpi-operator"
+        assert podview.labels(pod)["training.kubeflow.org/job-name"] == "pi"
+
+
+def test_jobset_pods_belong_to_an_indexed_child_job_and_carry_the_jobset_labels() -> None:
+    # kubernetes-sigs/jobset pkg/controllers/jobset_controller.go (labelAndAnnotateObject).
+    found = pods("gke-samples-sax-model-server-jobset-tpu.yaml")
+    (pod,) = found.values()
+    job = "sax-model-server-set-sax-model-server-0"
+    assert owners(pod) == [("Job", job, True)]
+    labels = podview.labels(pod)
+    assert labels["jobset.sigs.k8s.io/jobset-name"] == "sax-model-server-set"
+    assert labels["jobset.sigs.k8s.io/replicatedjob-name"] == "sax-model-server"
+    assert labels["jobset.sigs.k8s.io/replicatedjob-replicas"] == "2"
+    assert labels["batch.kubernetes.io/job-name"] == job
+    annotations = podview.annotations(pod)
+    assert annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] == (
+        "cloud.google.com/gke-nodepool"
+    )
+    assert annotations["batch.kubernetes.io/job-completion-index"] == "0"
+
+
+def test_raycluster_pods_carry_kuberay_labels_and_the_cluster_owner() -> None:
+    # ray-project/kuberay ray-operator/controllers/ray/common/pod.go (labelPod).
+    found = pods("kuberay-raycluster-sample.yaml")
+    worker = found["RayCluster/raycluster-kuberay@spec.workerGroupSpecs[0].template"]
+    head = found["RayCluster/raycluster-kuberay@spec.headGroupSpec.template"]
+    assert podview.labels(worker)["ray.io/node-type"] == "worker"
+    assert podview.labels(worker)["ray.io/group"] == "workergroup"
+    assert podview.labels(worker)["ray.io/cluster"] == "raycluster-kuberay"
+    assert podview.labels(head)["ray.io/node-type"] == "head"
+    assert podview.labels(head)["ray.io/identifier"] == "raycluster-kuberay-head"
+    assert owners(head) == owners(worker) == [("RayCluster", "raycluster-kuberay", True)]
+
+
+def test_template_counts_are_the_pods_each_template_gives() -> None:
+    counts = {
+        found.key: found.count
+        for name in (
+            "kubeflow-pytorchjob-simple.yaml",
+            "gke-samples-sax-model-server-jobset-tpu.yaml",
+            "kuberay-raycluster-sample.yaml",
+        )
+        for document in read_manifests(name, (FIXTURES / name).read_text(encoding="utf-8"))
+        for found in find_pod_templates(document.body)
+    }
+    assert counts == {
+        "PyTorchJob/pytorch-simple@spec.pytorchReplicaSpecs.Master.template": 1,
+        "PyTorchJob/pytorch-simple@spec.pytorchReplicaSpecs.Worker.template": 1,
+        "JobSet/sax-model-server-set@spec.replicatedJobs[0].template.spec.template": 16,
+        "RayCluster/raycluster-kuberay@spec.headGroupSpec.template": 1,
+        "RayCluster/raycluster-kuberay@spec.workerGroupSpecs[0].template": 1,
+    }
+
+
+def test_an_indexed_job_pod_carries_its_completion_index() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {
+            "completionMode": "Indexed",
+            "parallelism": 4,
+            "completions": 8,
+            "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+        },
+    }
+    (found,) = find_pod_templates(job)
+    assert found.count == 4
+    pod = pod_from_template(found, namespace="ns")
+    assert podview.annotations(pod)["batch.kubernetes.io/job-completion-index"] == "0"
+    assert podview.labels(pod)["batch.kubernetes.io/job-completion-index"] == "0"
+
+
+def test_mpijob_pods_are_named_hosts_of_the_jobs_service() -> None:
+    # newLauncherPodTemplate / newWorker: hostname and subdomain for the MPIJob's Service.
+    found = pods("mpi-operator-mpijob-pi.yaml")
+    launcher = found["MPIJob/pi@spec.mpiReplicaSpecs.Launcher.template"]
+    worker = found["MPIJob/pi@spec.mpiReplicaSpecs.Worker.template"]
+    assert (podview.spec(launcher)["hostname"], podview.spec(launcher)["subdomain"]) == (
+        "pi-launcher",
+        "pi",
+    )
+    assert (podview.spec(worker)["hostname"], podview.spec(worker)["subdomain"]) == (
+        "pi-worker-0",
+        "pi",
+    )

@@ -85,6 +85,14 @@ LEAST_PRIVILEGE = {
     ("scheduling.k8s.io", "priorityclasses", "list"),
     ("scheduling.k8s.io", "priorityclasses", "watch"),
     ("batch", "jobs", "get"),  # the size of an Indexed Job's pod group
+    # Coscheduling PodGroups, watched where their CRD is installed (tenants/kube/podgroupwatch).
+    ("scheduling.x-k8s.io", "podgroups", "list"),
+    ("scheduling.x-k8s.io", "podgroups", "watch"),
+    # What the shipped podGroup rules read a group's size from (examples/tenantgate.yaml).
+    ("kubeflow.org", "pytorchjobs", "get"),
+    ("kubeflow.org", "mpijobs", "get"),
+    ("jobset.x-k8s.io", "jobsets", "get"),
+    ("ray.io", "rayclusters", "get"),
 }
 POD_RULE_TARGET = ("", "v1", "pods", "Namespaced")
 MUTATING_RULES = {("CREATE", "pods")}

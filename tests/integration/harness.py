@@ -4,7 +4,8 @@
 0) around a real :class:`~admission.runtime.Runtime`, on its own event loop in a thread.
 :func:`wait_webhooks_active` waits until kube-apiserver calls the webhooks the cluster
 registered (``testcluster.Cluster.serve``); :func:`create_namespace` gives a test its
-namespace in the shared cluster. :class:`RejectingWebhook` is a later admission step that
+namespace in the shared cluster; :func:`installed_crds` installs CustomResourceDefinitions
+for one test (tests/fixtures/crds). :class:`RejectingWebhook` is a later admission step that
 denies what a test tells it to.
 """
 
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 import orjson
 import uvicorn
+import yaml
 from kubernetes import client, config
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
@@ -432,6 +434,41 @@ class RejectingWebhook:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(WAIT)
+
+
+CRDS = ROOT / "tests" / "fixtures" / "crds"
+
+
+@contextmanager
+def installed_crds(kubeconfig: Path, *files: str) -> Iterator[None]:
+    """The CRDs in ``files`` (under tests/fixtures/crds) installed and established, then
+    deleted (the test cluster's reset leaves CRDs alone)."""
+    extensions: Any = client.ApiextensionsV1Api(api_client(kubeconfig))
+    documents = [yaml.safe_load((CRDS / name).read_text()) for name in files]
+    names = {str(document["metadata"]["name"]) for document in documents}
+    for document in documents:
+        extensions.create_custom_resource_definition(document, _preload_content=False)
+
+    def established() -> bool:
+        for name in names:
+            crd = extensions.read_custom_resource_definition(name)
+            conditions = crd.status.conditions or []
+            if not any(c.type == "Established" and c.status == "True" for c in conditions):
+                return False
+        return True
+
+    try:
+        eventually(established, f"{', '.join(sorted(names))} to be established")
+        yield
+    finally:
+        for name in names:
+            extensions.delete_custom_resource_definition(name, _preload_content=False)
+
+        def gone() -> bool:
+            listed = {c.metadata.name for c in extensions.list_custom_resource_definition().items}
+            return not listed & names
+
+        eventually(gone, f"{', '.join(sorted(names))} to be deleted")
 
 
 def pod(

@@ -6,7 +6,9 @@ TenantLedger schema, on the real control plane.
   selected namespaces, the mutating one (``Ignore``) is skipped, and kube-system keeps working.
 * The shipped ClusterRoles and Role are enough for everything tenantgate does, and grant
   nothing it does not use: the fault proxy records every request tenantgate makes with the
-  ServiceAccount's token, and what it answered.
+  ServiceAccount's token, and what it answered. That includes what the pod group rules read
+  (an Indexed Job's Job, the shipped rules' PyTorchJob, MPIJob, JobSet and RayCluster, a
+  watch of coscheduling PodGroups where their CRD is installed).
 * Every field the ledger store writes into a TenantLedger's status survives the real
   structural schema (a field the schema does not declare is pruned by kube-apiserver,
   ``apiextensions-apiserver/pkg/apiserver/schema/pruning``).
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from immutables import Map
 from kubernetes import client
 
@@ -31,7 +34,7 @@ from tenants.kube.ledgerstore import KubeLedgerClient
 from tenants.ledger import Queued, Reservation, TenantLedger, ledger_from_json, ledger_to_json
 from testcluster import Cluster
 from tests.integration.conftest import StartTenantgate
-from tests.integration.harness import create_namespace, eventually, pod
+from tests.integration.harness import ROOT, create_namespace, eventually, installed_crds, pod
 
 # Every API request tenantgate makes in these scenarios: queue mode with the kubernetes ledger
 # and leader election (the superset of what it does with the memory ledger).
@@ -175,12 +178,75 @@ def granted(kube: Cluster) -> set[tuple[str, str]]:
 
 @pytest.fixture
 def ha_config(config_file: Path) -> Path:
-    config_file.write_text(HA_QUEUE_CONFIG)
+    """The HA queue config, with the pod group rules tenantgate ships."""
+    config = yaml.safe_load(HA_QUEUE_CONFIG)
+    shipped = yaml.safe_load((ROOT / "examples" / "tenantgate.yaml").read_text())
+    config["profiles"]["general"]["podGroup"] = shipped["profiles"]["ml-training"]["podGroup"]
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     return config_file
 
 
+def owned_member(name: str, labels: dict[str, str], owner: tuple[str, str, str]) -> dict[str, Any]:
+    """A pod as an operator creates it: its labels, owned by ``owner`` (which need not exist:
+    tenantgate's read of it is what is checked)."""
+    body = pod(name)
+    body["metadata"]["labels"] = labels
+    api_version, kind, owner_name = owner
+    body["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": owner_name,
+            "uid": "9b1c2e53-2c8e-4a52-9d1e-0f6e1c9d2a10",
+            "controller": True,
+        }
+    ]
+    return body
+
+
+# One member per shipped podGroup rule (the labels and owners their operators write:
+# classifier/workloads/training.py), and a coscheduling member: each makes tenantgate read
+# the object its group's size is in.
+SHIPPED_RULE_MEMBERS = [
+    owned_member(
+        "pytorch-worker-0",
+        {"training.kubeflow.org/job-name": "pt", "training.kubeflow.org/replica-type": "worker"},
+        ("kubeflow.org/v1", "PyTorchJob", "pt"),
+    ),
+    owned_member(
+        "mpi-worker-0",
+        {
+            "training.kubeflow.org/job-name": "mpi",
+            "training.kubeflow.org/operator-name": "mpi-operator",
+        },
+        ("kubeflow.org/v2beta1", "MPIJob", "mpi"),
+    ),
+    owned_member(
+        "js-workers-0-0",
+        {"jobset.sigs.k8s.io/jobset-name": "js"},
+        ("batch/v1", "Job", "js-workers-0"),
+    ),
+    owned_member(
+        "ray-worker",
+        {"ray.io/cluster": "rc", "ray.io/node-type": "worker"},
+        ("ray.io/v1", "RayCluster", "rc"),
+    ),
+]
+
+
+@pytest.fixture
+def podgroup_crd(kubeconfig: Path) -> Iterator[None]:
+    # Installed before tenantgate starts, which then watches PodGroups.
+    with installed_crds(kubeconfig, "scheduling.x-k8s.io_podgroups.yaml"):
+        yield
+
+
 def test_the_shipped_rbac_is_exactly_what_tenantgate_uses(
-    ha_config: Path, start_tenantgate: StartTenantgate, core: Any, kube: Cluster
+    ha_config: Path,
+    podgroup_crd: None,
+    start_tenantgate: StartTenantgate,
+    core: Any,
+    kube: Cluster,
 ) -> None:
     kube.proxy.seen.clear()
     tenantgate = start_tenantgate()
@@ -220,6 +286,22 @@ def test_the_shipped_rbac_is_exactly_what_tenantgate_uses(
         return any(key[0] == "tenantgate" and key[2] == "jobs.batch" for key in kube.proxy.seen)
 
     eventually(job_read, "tenantgate to read the Job")
+    # The shipped podGroup rules read their operators' objects; PodGroups are watched.
+    for member in SHIPPED_RULE_MEMBERS:
+        core.create_namespaced_pod("team-r", member)
+    read = {"pytorchjobs.kubeflow.org", "mpijobs.kubeflow.org", "jobsets.jobset.x-k8s.io"}
+    read |= {"rayclusters.ray.io"}
+
+    def operators_read() -> bool:
+        seen = {key[2] for key in kube.proxy.seen if key[0] == "tenantgate" and key[1] == "get"}
+        watched = {
+            key[1]
+            for key in kube.proxy.seen
+            if key[0] == "tenantgate" and key[2] == "podgroups.scheduling.x-k8s.io"
+        }
+        return read <= seen and {"list", "watch"} <= watched
+
+    eventually(operators_read, "tenantgate to read the operators' objects and watch PodGroups")
     used: dict[tuple[str, str], set[int]] = {}
     for (agent, verb, resource, sub, status), _ in kube.proxy.seen.items():
         if agent == "tenantgate":

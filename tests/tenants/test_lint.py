@@ -235,3 +235,16 @@ def test_the_kubernetes_ledger_backend_is_accepted() -> None:
 def test_unsupported_settings(backend: str) -> None:
     (problem,) = lint(HEADER + f"ledger: {{backend: {backend}}}\n")
     assert problem == "c.yaml:11: ledger.backend: Input should be 'memory' or 'kubernetes'"
+
+
+def test_a_pod_group_rule_an_earlier_one_always_claims_is_reported_at_its_line() -> None:
+    rule = "{name: %s, label: example.com/job, size: {label: example.com/size}}"
+    text = HEADER.replace(
+        "  web: {}\n",
+        f"  web:\n    podGroup:\n      - {rule % 'first'}\n      - {rule % 'second'}\n",
+    )
+    assert lint(text) == [
+        "c.yaml:9: profiles.web.podGroup[1]: pod group rule second never applies: first "
+        "(profiles.web.podGroup[0]) claims every pod it would; narrow first with matchLabels "
+        "or owners, or move it after this one"
+    ]
