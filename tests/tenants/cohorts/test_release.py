@@ -4,6 +4,7 @@ the ledgers being written; members queueing for the burst tier."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 
@@ -223,3 +224,15 @@ def test_a_member_queued_for_borrowed_room_is_told_what_releases_it() -> None:
         "1 of 1; released when the cohort has room to lend, to its members with the lowest "
         "share first"
     )
+
+
+def test_a_pod_groups_members_are_never_released_one_by_one_by_the_cohort_plan() -> None:
+    # Members are released whole by the group releaser (tenants/groups/release.py); the
+    # tree's plan offers only single pods, even when a member alone would fit.
+    policy = compiled()
+    member = replace(queued("team-g", 0), group="team-g/labels/train", group_size=2)
+    waiting = {"team-g": [member, queued("team-g", 1)]}
+    plan = plan_cohort_release(
+        policy.cohorts, members(policy, waiting), ledgers(policy), now=200.0, limit=10
+    )
+    assert [pod.uid for _, pod in plan] == ["team-g-1"]
