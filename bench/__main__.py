@@ -4,7 +4,9 @@ Phases: workload, core (in process), server (tenantgate serve vs the baseline un
 scale (curves), memory (rebuild, RSS at rest), ha (replicas), reload (event-loop lag while a
 large config reloads), queue, page (the status page at 10,000 tenants, in Chromium), cluster
 (pod creates through a real kube-apiserver with and without tenantgate's webhooks), cohorts
-(CPU per pair with 1,000 tenants in 50 cohorts against the same tenants without). A phase
+(CPU per pair with 1,000 tenants in 50 cohorts against the same tenants without), groups (a
+pod group member's admission CPU against a plain pod's, booking and releasing a 64-member
+group). A phase
 that fails is reported and the others still run; the exit code is 1 if any phase failed
 (missed targets do not fail a run: they are what the run is for).
 """
@@ -26,6 +28,7 @@ import orjson
 from bench import cluster as cluster_bench
 from bench import cohorts as cohorts_bench
 from bench import core, ha, memory, reload, report, scale, stats
+from bench import groups as groups_bench
 from bench import queue as queue_bench
 from bench import statuspage as page_bench
 from bench.configgen import compile_generated, generate_config
@@ -46,6 +49,7 @@ PHASES: Final = (
     "page",
     "cluster",
     "cohorts",
+    "groups",
 )
 
 
@@ -520,6 +524,27 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
 
+    def run_groups() -> None:
+        progress("groups: a member's admission CPU against a plain pod's, 64-member releases")
+        measured = groups_bench.measure(quick=args.quick)
+        results["groups"] = measured
+        admission, release = measured["admission"], measured["release"]
+        figures["groups_admission_ratio"] = admission["ratio"]
+        figures["groups_release_p99_ms"] = release["p99_ms"]
+        extra_rows.extend(
+            [
+                report.Row(
+                    "groups: admission pair CPU plain / member",
+                    f"{admission['plain_us']} / {admission['member_us']} µs "
+                    f"(median of {admission['rounds']} rounds x {admission['pairs']} pairs)",
+                ),
+                report.Row(
+                    f"groups: booking + releasing {release['members']} members p50/p99",
+                    f"{release['p50_ms']}/{release['p99_ms']} ms ({release['samples']} groups)",
+                ),
+            ]
+        )
+
     phase("core", run_core)
     phase("server", run_server)
     phase("scale", run_scale)
@@ -530,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     phase("page", run_page)
     phase("cluster", run_cluster)
     phase("cohorts", run_cohorts)
+    phase("groups", run_groups)
 
     full_size = not args.quick
     applicable = {

@@ -1,8 +1,8 @@
 """Targets, the table printed at the end of a run, and the machine the run happened on.
 
-The targets are those of issue 6, the reload one of issue 11 and the cohorts one of issue
-23. A figure that was not measured at the size a target names (a ``--quick`` run uses smaller
-sizes) is shown with ``n/a`` rather than judged.
+The targets are those of issue 6, the reload one of issue 11, the cohorts one of issue 23
+and the two of pod groups. A figure that was not measured at the size a target names (a
+``--quick`` run uses smaller sizes) is shown with ``n/a`` rather than judged.
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ TARGETS: Final = (
     Target("reload_lag_ms", "reload: worst loop lag, 10,000-tenant config", " ms", "<=", 50),
     Target(
         "cohorts_ratio", "cohorts: CPU/pair, 1,000 tenants in 50 cohorts / none", "x", "<=", 1.2
+    ),
+    Target("groups_admission_ratio", "groups: admission CPU, member / plain pod", "x", "<=", 1.5),
+    Target(
+        "groups_release_p99_ms", "groups: booking + releasing 64 members, p99", " ms", "<=", 1000
     ),
     Target(
         "cluster_wall_ratio", "cluster: 2,000 creates, with / without webhooks", "x", "<=", 1.25

@@ -47,6 +47,8 @@ def test_every_issue_target_is_there() -> None:
         "cluster_wall_ratio",
         "cluster_added_p99_ms",
         "cohorts_ratio",
+        "groups_admission_ratio",
+        "groups_release_p99_ms",
     }
 
 
