@@ -121,7 +121,7 @@ class RecordingPods:
     def __init__(self) -> None:
         self.ungated: list[str] = []
 
-    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None:
         self.ungated.append(pod.uid)
 
     def gated(self, pod: QueuedPod) -> bool | None:

@@ -857,7 +857,7 @@ class PolicyAdmitter:
             reservation_id=booking.reservation_id,
             dry_run=request.dry_run,
         )
-        borrowed_from = borrow.cohort if borrow is not None and borrow.borrows else None
+        borrowed_from = booking.decision.borrowed_from
         _set_borrowed(mutated, borrowed_from)
         if borrowed_from is not None and borrow is not None:
             warnings.append(borrow_warning(tenant.name, borrow))

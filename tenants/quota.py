@@ -106,6 +106,14 @@ class Decision:
     def fits(self) -> bool:
         return self.tier is not None
 
+    @property
+    def borrowed_from(self) -> str | None:
+        """The cohort (its tree's root) a booked pod borrows room from; None when it stays
+        within its tenant's own guarantee."""
+        if self.tier is None or self.borrow is None or not self.borrow.borrows:
+            return None
+        return self.borrow.cohort
+
 
 def _requested(request: ResourceList, limited: Mapping[str, Quantity]) -> Iterable[str]:
     # Resources the tenant does not limit never block, nor do those the pod does not ask for.

@@ -44,7 +44,7 @@ from prometheus_client.core import (
 )
 
 from tenants.cohorts.release import MemberQueue, book_member_release, plan_cohort_release
-from tenants.config import QUOTA_GATE, TIER_LABEL
+from tenants.config import BORROWED_ANNOTATION, QUOTA_GATE, TIER_LABEL
 from tenants.controller import LedgerController
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
 from tenants.kube.groupreleaser import GroupReleaser
@@ -86,19 +86,24 @@ class PodEvent:
 class PodClient(Protocol):
     """Blocking calls on pods (run in worker threads); failures are :class:`KubeError`."""
 
-    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None: ...
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None: ...
 
     def gated(self, pod: QueuedPod) -> bool | None: ...
 
     def record(self, event: PodEvent, *, now: float) -> None: ...
 
 
-def ungate_patch(pod: QueuedPod, *, tier: Tier) -> dict[str, Any]:
+def ungate_patch(pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> dict[str, Any]:
     """The strategic-merge patch that releases ``pod``: delete only tenantgate's gate (the
-    list merges on ``name``), set the tier label, and fail (409) if the pod changed since
-    ``resourceVersion``."""
+    list merges on ``name``), set the tier label, record the cohort the pod borrows from (a
+    null deletes the annotation, as admission drops it from a pod within its guarantee), and
+    fail (409) if the pod changed since ``resourceVersion``."""
     return {
-        "metadata": {"resourceVersion": pod.resource_version, "labels": {TIER_LABEL: tier}},
+        "metadata": {
+            "resourceVersion": pod.resource_version,
+            "labels": {TIER_LABEL: tier},
+            "annotations": {BORROWED_ANNOTATION: borrowed_from},
+        },
         "spec": {"schedulingGates": [{"$patch": "delete", "name": QUOTA_GATE}]},
     }
 
@@ -117,13 +122,13 @@ class KubePodClient:
         self._core: Any = client.CoreV1Api(api_client)
         self._host = host
 
-    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None:
         action = f"release pod {pod.key}"
         try:
             response = self._core.patch_namespaced_pod(
                 pod.name,
                 pod.namespace,
-                ungate_patch(pod, tier=tier),
+                ungate_patch(pod, tier=tier, borrowed_from=borrowed_from),
                 _content_type="application/strategic-merge-patch+json",
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
@@ -530,8 +535,13 @@ class Releaser:
                 queue.unpark(pod.uid)
             return False
         loop = asyncio.get_running_loop()
+        # A member's pod released onto borrowed room says so, as one admitted onto it does.
+        borrowed_from = booking.decision.borrowed_from
         try:
-            await loop.run_in_executor(self._executor, lambda: self._client.ungate(pod, tier=tier))
+            await loop.run_in_executor(
+                self._executor,
+                lambda: self._client.ungate(pod, tier=tier, borrowed_from=borrowed_from),
+            )
         except KubeError as exc:
             applied = await self._applied(pod, exc)
             if applied is None:

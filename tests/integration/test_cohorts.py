@@ -287,9 +287,16 @@ def test_preempted_borrowers_come_back_queued_and_run_once_the_lender_scales_dow
     }
     eventually(lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods")
     assert len(lab.status()["tenants"]["lab-a"]["queued"]) == 3
+    waiting = {p.metadata.name for p in live(core, "lab-a") if gated(p)}
 
     # lab-b scales down: the room is lent again and lab-a's queued pods run.
     apps.patch_namespaced_replica_set_scale("db", "lab-b", {"spec": {"replicas": 0}})
     eventually(lambda: len(running(core, "lab-a")) == 7, "lab-a's queued pods to run")
     assert not [p for p in live(core, "lab-a") if gated(p)]
+    # Released past lab-a's guarantee, they borrow, and say so as an admitted borrower does.
+    released = [p for p in running(core, "lab-a") if p.metadata.name in waiting]
+    assert len(released) == 3
+    for item in released:
+        assert item.metadata.labels["tenantgate.io/tier"] == "burst"
+        assert item.metadata.annotations["tenantgate.io/borrowed-from"] == "lab"
     eventually(lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods")

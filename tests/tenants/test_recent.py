@@ -131,7 +131,7 @@ class Pods:
     def __init__(self, error: KubeError | None) -> None:
         self.error = error
 
-    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None:
         if self.error is not None:
             raise self.error
 

@@ -157,6 +157,7 @@ def test_the_release_booking_checks_the_room_on_the_ledgers_being_written() -> N
     )
     assert refused.decision.tier is None
     assert refused.decision.limit == "cohort"
+    assert refused.decision.borrowed_from is None
     assert unchanged is ledger
 
     peers = ledgers(policy, four="6")
@@ -164,6 +165,7 @@ def test_the_release_booking_checks_the_room_on_the_ledgers_being_written() -> N
         ledger, peers, tree=policy.cohorts, tenant=tenant, tier="burst", pod=pod, now=200, ttl=60
     )
     assert released.decision.tier == "burst"
+    assert released.decision.borrowed_from == "pool"  # what the release PATCH records
     assert booked.burst == cpu("2")
     assert dict(booked.queued) == {}
     assert booked.reservation_for_pod("one-0") is not None
@@ -188,6 +190,25 @@ def test_a_member_may_queue_for_borrowed_room_up_to_what_it_could_hold() -> None
     # A guaranteed queue keeps its rule: the guarantee.
     assert policy.tenants["team-g"].queue_room is None
     assert never_fits(policy.tenants["team-g"], cpu("3")) is not None
+
+
+def test_a_release_within_the_guarantee_borrows_from_no_cohort() -> None:
+    policy = compiled()
+    pod = queued("team-g", 0, "2")
+    ledger = enqueue(TenantLedger("team-g"), entry_id=pod.entry_id, priority=10, now=100, ttl=None)
+    tenant = policy.tenants["team-g"]
+    _, released = book_member_release(
+        ledger,
+        ledgers(policy),
+        tree=policy.cohorts,
+        tenant=tenant,
+        tier="guaranteed",
+        pod=pod,
+        now=200,
+        ttl=60,
+    )
+    assert released.decision.tier == "guaranteed"
+    assert released.decision.borrowed_from is None
 
 
 @pytest.mark.parametrize("limit", [0, -1])

@@ -56,7 +56,7 @@ class FakePods:
         self.patches: list[str] = []
         self.events: list[PodEvent] = []
 
-    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None:
         self.patches.append(pod.name)
         error = self.failing.get(pod.name)
         if error is not None:

@@ -60,7 +60,7 @@ class FakePods:
         self.patches: list[str] = []
         self.events: list[PodEvent] = []
 
-    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None:
         self.patches.append(pod.name)
         if self.error is not None:
             raise self.error
@@ -171,7 +171,7 @@ def test_a_denial_by_tenantgate_s_own_webhook_holds_the_line_and_never_gives_up(
 class FailingFirst(FakePods):
     """The first PATCH fails with ``error``; the later ones go through."""
 
-    def ungate(self, pod: QueuedPod, *, tier: Tier) -> None:
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None:
         self.patches.append(pod.name)
         if len(self.patches) == 1 and self.error is not None:
             raise self.error
@@ -212,8 +212,85 @@ def test_a_release_failing_for_a_reason_not_the_pods_own_holds_the_whole_line() 
 def test_the_patch_deletes_only_tenantgate_s_gate_under_a_precondition() -> None:
     pod = QueuedPod("u", "q", "p", 1000, 0.0, {}, "e", resource_version="42")
     assert ungate_patch(pod, tier="guaranteed") == {
-        "metadata": {"resourceVersion": "42", "labels": {"tenantgate.io/tier": "guaranteed"}},
+        "metadata": {
+            "resourceVersion": "42",
+            "labels": {"tenantgate.io/tier": "guaranteed"},
+            # Within its guarantee a pod borrows nothing: a stale annotation is deleted.
+            "annotations": {"tenantgate.io/borrowed-from": None},
+        },
         "spec": {"schedulingGates": [{"$patch": "delete", "name": "tenantgate.io/quota"}]},
+    }
+
+
+def test_the_patch_of_a_borrowed_release_names_the_cohort() -> None:
+    pod = QueuedPod("u", "q", "p", 10, 0.0, {}, "e", resource_version="42")
+    patch = ungate_patch(pod, tier="burst", borrowed_from="pool")
+    assert patch["metadata"]["labels"] == {"tenantgate.io/tier": "burst"}
+    assert patch["metadata"]["annotations"] == {"tenantgate.io/borrowed-from": "pool"}
+
+
+COHORT_CONFIG = """\
+priorityClasses:
+  tenant-burst-over-share: {value: 5, preemptionPolicy: Never}
+  tenant-burst: {value: 10, preemptionPolicy: Never}
+  tenant-guaranteed: {value: 1000}
+profiles: {general: {}}
+cohorts:
+  root: {quota: {cpu: "4"}}
+  pool: {parent: root}
+tenants:
+  borrower:
+    namespaces: [borrower]
+    cohort: pool
+    overQuota: queue
+    queue: {tier: burst}
+    quota: {guaranteed: {cpu: "1"}}
+  keeper:
+    namespaces: [keeper]
+    cohort: pool
+    overQuota: queue
+    quota: {guaranteed: {cpu: "1"}}
+"""
+
+
+class RecordingPods(FakePods):
+    """Records the tier and the borrowed-from cohort of each release."""
+
+    def __init__(self) -> None:
+        super().__init__(None, gated=False)
+        self.released: dict[str, tuple[Tier, str | None]] = {}
+
+    def ungate(self, pod: QueuedPod, *, tier: Tier, borrowed_from: str | None = None) -> None:
+        self.released[f"{pod.namespace}/{pod.name}"] = (tier, borrowed_from)
+
+
+def test_a_cohort_member_released_onto_borrowed_room_records_the_tree_s_root() -> None:
+    # Each member's guarantee is 1 cpu; the borrower's second pod takes room past it, from
+    # the tree (root's own 4 cpu): borrowed from the root, as admission names it
+    # (tenants.decisions, BORROWED_ANNOTATION). The keeper queues for its guarantee only.
+    policy = load_text(COHORT_CONFIG).policy
+    store = MemoryLedger()
+    controller = LedgerController(store, policy=policy)
+    fake = RecordingPods()
+    releaser = Releaser(controller, store, fake, clock=lambda: NOW, pace=PaceSettings())
+    listed = []
+    for namespace, names in (("borrower", ("b0", "b1")), ("keeper", ("k0",))):
+        for index, name in enumerate(names):
+            body = gated_pod(name, f"uid-{name}")
+            body["metadata"]["namespace"] = namespace
+            body["metadata"]["creationTimestamp"] = f"2023-11-14T22:13:2{index}Z"
+            listed.append(pod_facts(body))
+
+    async def main() -> None:
+        controller.replace_pods([f for f in listed if f is not None], now=NOW, initial=True)
+        await releaser._evaluate_cohort("borrower")
+
+    asyncio.run(main())
+    releaser.close()
+    assert fake.released == {
+        "borrower/b0": ("burst", None),  # within its guarantee: borrows nothing
+        "borrower/b1": ("burst", "root"),
+        "keeper/k0": ("guaranteed", None),
     }
 
 
