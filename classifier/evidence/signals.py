@@ -2,7 +2,8 @@
 
 A signal is ``kind:value``, lower-case but for environment names (``image:postgres``,
 ``port:5432``, ``env:MYSQL``, ``flag:--leader-elect``, ``hostpath:/var/lib/kubelet``,
-``owner:DaemonSet``, ``resource:nvidia.com/gpu``). An extended resource whose name says it is an
+``owner:DaemonSet``, ``resource:nvidia.com/gpu``). A probe that fetches a page (a path ending
+``.html`` or ``.htm``) also gives ``probe:*.html``. An extended resource whose name says it is an
 accelerator (a GPU, TPU, NPU, a MIG slice, Neuron, Gaudi, Ascend...) also gives
 ``resource:accelerator``, so a vendor no weight names still counts as one; a pod whose main
 containers declare no port and probe none gives ``port:none``. Weights
@@ -218,7 +219,11 @@ def _container_signals(
         http = podview.obj(probe.get("httpGet"))
         path = podview.string(http.get("path"))
         if path is not None:
-            yield _text("probe", path.split("?", 1)[0] or "/")
+            clean = path.split("?", 1)[0] or "/"
+            yield _text("probe", clean)
+            # Any page a probe fetches says the container serves pages, whatever its name.
+            if clean.lower().endswith((".html", ".htm")):
+                yield "probe:*.html"
         elif "grpc" in probe:
             yield "probe:grpc"
         elif "tcpSocket" in probe:

@@ -40,12 +40,13 @@ STORE_IMAGES = """
     qdrant weaviate milvus dgraph yugabyte tidb tikv mssql oracle-xe oracle-free documentdb
     documentdb-local galera vitess pgbouncer spilo dragonfly garnet kvrocks ferretdb surrealdb
     questdb victoria-metrics aerospike ignite geode riak seaweedfs rqlite db database mysqld
-    mysql-router cloud-sql-proxy nfs-server nfs-backupstore blobstore postgresql-16
+    mysql-router cloud-sql-proxy nfs-server nfs-backupstore blobstore postgresql-16 dynamodb
 """
 # Ports only a store listens on (PostgreSQL, MySQL, MongoDB, Redis, Cassandra, CockroachDB,
-# Neo4j, memcached, SQL Server, Oracle, RethinkDB, CouchDB, ArangoDB): they say store alone.
+# Neo4j, memcached, SQL Server, Oracle, RethinkDB, CouchDB, ArangoDB, NFS): they say store
+# alone.
 STORE_PORTS = """
-    5432 3306 27017 27018 6379 9042 26257 7687 11211 1433 1521 28015 5984 8529 26379 5433
+    5432 3306 27017 27018 6379 9042 26257 7687 11211 1433 1521 28015 5984 8529 26379 5433 2049
 """
 # Ports stores use that other software uses too (Elasticsearch, InfluxDB, etcd, Hazelcast,
 # ClickHouse, MinIO, DocumentDB, PgBouncer, MySQL Router, Couchbase, Milvus, Qdrant, Neo4j's
@@ -77,6 +78,7 @@ STORE_NAMES = "db database storage cache datastore sql pg"
 STORE_PRODUCTS = """
     postgres postgresql mysql mariadb mongo mongodb redis valkey memcached cassandra
     elasticsearch opensearch minio etcd cockroachdb clickhouse couchdb influxdb neo4j documentdb
+    dynamodb nfs-server
 """
 BROKER_IMAGES = """
     kafka cp-kafka cp-server zookeeper cp-zookeeper pulsar pulsar-all bookkeeper nats
@@ -119,7 +121,7 @@ SYSTEM_WORDS = """
     attacher resizer snapshotter node-driver-registrar livenessprobe scheduler kubelet reloader
     admission kube-vip agent daemon driver registrar proxy dns injector labeller collector
     exporter validator installer recommender updater application-controller repo-server
-    notifications applicationset dex amdgpu cleaner nanny toolbox tools csi cni
+    notifications applicationset dex amdgpu cleaner nanny toolbox tools csi cni scraper
 """
 # Cluster add-ons known by name: such a name on its own says what the pod is.
 ADDON_NAMES = """
@@ -129,7 +131,7 @@ ADDON_NAMES = """
     vault-k8s linkerd istio istiod kiali prometheus alertmanager grafana fluentd fluent-bit
     filebeat promtail loki jaeger zipkin tempo otel-collector opentelemetry-collector vector
     syslog-ng cadvisor tailscale rook ceph gpu-operator k8s-device-plugin kured
-    kyverno gatekeeper chaos-exporter litmus drain-cleaner kube-rbac-proxy dcgm
+    kyverno gatekeeper chaos-exporter litmus drain-cleaner kube-rbac-proxy dcgm contour
 """
 SYSTEM_FLAGS = """
     --leader-elect --leader-election --kubeconfig --csi-address --kubelet-registration-path
@@ -145,12 +147,12 @@ HOST_PATHS = """
 WEB_SERVER_IMAGES = """
     nginx nginx-unprivileged httpd caddy openresty lighttpd apache php-apache wordpress drupal
     joomla ghost frontend front-end web webapp site www storefront
-    store-front portal dashboard console nextjs static kibana envoy ingress-nginx nginx-ingress
+    store-front portal console nextjs static kibana envoy ingress-nginx nginx-ingress
     kubernetes-ingress traefik haproxy haproxy-ingress
 """
 WEB_UI_IMAGES = """
     gradio streamlit tensorboard zeppelin jupyter notebook jupyterlab superset metabase
-    open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4
+    open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4 dashboard
 """
 # Java application servers: a web application runs in them.
 APP_SERVERS = "tomcat jetty wildfly jboss"
@@ -246,6 +248,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("env", "NODE_NAME KUBE_NODE_NAME CSI_ENDPOINT POD_NAMESPACE WATCH_NAMESPACE", 2),
         **_each("env", "OPERATOR_NAME OPERATOR_NAMESPACE", 2),
         **_each("port", "9100 10250 9153 53 8472 10254 9443 9402", 2),
+        # Envoy's configuration API: only a mesh or ingress control plane serves it.
+        "port-name:xds": 6,
     },
     "database": {
         **_each("image", STORE_IMAGES, 6),
@@ -286,6 +290,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("image", WEB_UI_IMAGES, 4),
         **_each("image-role", "ui frontend front-end web dashboard console portal", 4),
         "image-role:admin": 3,
+        # Static files for browsers: images, scripts, style sheets.
+        **_each("image-role", "assets static", 3),
         # Application servers: as telling as a store's name, whatever driver the image adds.
         **_each("image", APP_SERVERS, 6),
         **_each("name", APP_SERVERS, 3),
@@ -293,7 +299,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("name", "web ui webapp website www", 3),
         **_each("name", "front site portal console vote result nginx httpd wordpress php", 2),
         **_each("name", "dashboard kibana grafana admin page productpage guestbook chatbot", 2),
-        **_each("name", "chat gradio tensorboard zeppelin notebook", 2),
+        **_each("name", "chat gradio tensorboard zeppelin notebook assets", 2),
         "port:any": 1,
         "port:80": 2,
         "port:443": 2,
@@ -306,6 +312,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "port-name:web": 2,
         "probe:/": 2,
         **_each("probe", "/index.html /index.htm /favicon.ico /ui", 2),
+        # A probe that fetches a page (signals: any path ending .html or .htm).
+        "probe:*.html": 3,
         **_each("env", "NODE PUBLIC NGINX PHP WORDPRESS GF", 1),
         # Only a browser bundle reads these (REACT_APP_*, VUE_APP_*, VITE_*, NEXT_PUBLIC_*).
         **_each("env", "NEXT REACT VUE VITE", 3),

@@ -61,6 +61,13 @@ def pod(
     }
 
 
+def named_ports(subject: JSONObject, *names: str) -> JSONObject:
+    """``subject`` with its first container's ports named, in order."""
+    for port, name in zip(subject["spec"]["containers"][0]["ports"], names, strict=True):
+        port["name"] = name
+    return subject
+
+
 STATEFUL: dict[str, Any] = {
     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-store-0"}}]
 }
@@ -507,6 +514,45 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         ),
         "ml",
         "api",
+    ),
+    (
+        "a static file server on 8080 known by the page its probe fetches",
+        pod(
+            "registry.example.com/shop/media:3",
+            ports=[8080],
+            labels={"app.kubernetes.io/component": "service"},
+            readinessProbe={"httpGet": {"path": "/health.html", "port": 8080}},
+        ),
+        "shop",
+        "web-frontend",
+    ),
+    (
+        "a file server known by the NFS port, not by its generic image",
+        pod(
+            "registry.example.com/infra/share-server:1", ports=[2049], labels={"app": "nfs-server"}
+        ),
+        "storage",
+        "database",
+    ),
+    (
+        "a table store run as a Deployment on an API's port",
+        pod("amazon/dynamodb-local:1", ports=[8000], owner=("ReplicaSet", "carts-db-5d8f")),
+        "shop",
+        "database",
+    ),
+    (
+        "an ingress control plane known by the configuration API it serves Envoy",
+        named_ports(
+            pod(
+                "registry.example.com/edge/edge-config:1",
+                ports=[8001, 8000],
+                readinessProbe={"tcpSocket": {"port": 8001}},
+            ),
+            "xds",
+            "metrics",
+        ),
+        "edge",
+        "system",
     ),
     (
         "a storage plugin's word in a sleeping pod's name is not a plugin",
