@@ -147,12 +147,12 @@ HOST_PATHS = """
 WEB_SERVER_IMAGES = """
     nginx nginx-unprivileged httpd caddy openresty lighttpd apache php-apache wordpress drupal
     joomla ghost frontend front-end web webapp site www storefront
-    store-front portal console nextjs static kibana envoy ingress-nginx nginx-ingress
+    store-front portal dashboard console nextjs static kibana envoy ingress-nginx nginx-ingress
     kubernetes-ingress traefik haproxy haproxy-ingress
 """
 WEB_UI_IMAGES = """
     gradio streamlit tensorboard zeppelin jupyter notebook jupyterlab superset metabase
-    open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4 dashboard
+    open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4
 """
 # Java application servers: a web application runs in them.
 APP_SERVERS = "tomcat jetty wildfly jboss"
@@ -309,6 +309,9 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "port:8079": 1,
         "port-name:http": 1,
         "port-name:https": 1,
+        # The node's own web ports: an edge proxy or ingress controller binds them.
+        "hostport:80": 3,
+        "hostport:443": 3,
         "port-name:web": 2,
         "probe:/": 2,
         **_each("probe", "/index.html /index.htm /favicon.ico /ui", 2),

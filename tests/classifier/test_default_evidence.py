@@ -68,6 +68,13 @@ def named_ports(subject: JSONObject, *names: str) -> JSONObject:
     return subject
 
 
+def with_host_ports(subject: JSONObject, *host_ports: int) -> JSONObject:
+    """``subject`` with its first container's ports bound on the node, in order."""
+    for port, host in zip(subject["spec"]["containers"][0]["ports"], host_ports, strict=True):
+        port["hostPort"] = host
+    return subject
+
+
 STATEFUL: dict[str, Any] = {
     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-store-0"}}]
 }
@@ -553,6 +560,35 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         ),
         "edge",
         "system",
+    ),
+    (
+        "an edge proxy on the node's web ports, named after its proxy container",
+        with_host_ports(
+            pod(
+                "docker.io/envoyproxy/envoy:v1",
+                "registry.example.com/edge/drain-helper:1",
+                ports=[8080, 8443],
+                owner=("DaemonSet", "envoy"),
+                labels={"app": "envoy"},
+            ),
+            80,
+            443,
+        ),
+        "edge",
+        "web-frontend",
+    ),
+    (
+        "a mesh proxy beside an application stays a sidecar",
+        pod(
+            "registry.example.com/shop/orders:1",
+            "docker.io/envoyproxy/envoy:v1",
+            ports=[8080],
+            owner=("ReplicaSet", "orders-7c9f"),
+            labels={"app": "orders"},
+            readinessProbe={"httpGet": {"path": "/healthz", "port": 8080}},
+        ),
+        "shop",
+        "api",
     ),
     (
         "a storage plugin's word in a sleeping pod's name is not a plugin",
