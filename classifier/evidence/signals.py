@@ -262,6 +262,7 @@ def _is_accelerator(resource: str) -> bool:
 
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
+_SCRIPT_FLAG = re.compile(r"-[a-z]*c$")
 
 
 def _program(items: list[str]) -> str:
@@ -271,8 +272,12 @@ def _program(items: list[str]) -> str:
         return ""
     words_ = items[0].split()
     program = words_[0].rsplit("/", 1)[-1].lower() if words_ else ""
-    if program in _SHELLS and "-c" in items:
-        script = items[items.index("-c") + 1 :]
+    if program not in _SHELLS:
+        return program
+    # "-c" may come with other flags in one word: "-ec", "-xc", "-lc".
+    flag = next((i for i, item in enumerate(items[1:], 1) if _SCRIPT_FLAG.match(item)), None)
+    if flag is not None:
+        script = items[flag + 1 :]
         first = script[0].split() if script else []
         while first and first[0] in ("exec", "set", "-e", "-x", "-ex"):
             first = first[1:]

@@ -204,12 +204,16 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("node", "nvidia.com/gpu.present nvidia.com/gpu.product amd.com/gpu.present", 6),
         **_each("image", "pytorch tensorflow torch jax horovod deepspeed megatron nemo cuda", 2),
         **_each("command", "torchrun deepspeed accelerate horovodrun", 3),
+        # The rendezvous variables of torch.distributed and TensorFlow's cluster spec.
+        **_each("env", "MASTER_ADDR WORLD_SIZE TF_CONFIG", 3),
+        # A JobSet runs a group of Jobs as one unit, made for distributed training.
+        "owner:JobSet": 4,
         # A GPU runtime class without a GPU request is a runtime, not a workload: no weight.
         "runtime:nvidia": 0,
     },
     "batch": {
         **_each("owner", "Job CronJob Workflow CronWorkflow SparkApplication", 9),
-        **_each("owner", "ScheduledSparkApplication TaskRun PipelineRun", 9),
+        **_each("owner", "ScheduledSparkApplication TaskRun PipelineRun JobSet", 9),
         **_each("label", "spark-role workflows.argoproj.io/workflow tekton.dev/taskrun", 8),
         **_each("label", "volcano.sh/job-name kubernetes_executor", 8),
         "label:batch.kubernetes.io/job-name": 2,

@@ -591,6 +591,23 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "api",
     ),
     (
+        "distributed training in a JobSet, its launcher run from a bash -xc script",
+        pod(
+            "registry.example.com/ml/mnist:1",
+            owner=("JobSet", "train"),
+            env=[{"name": "MASTER_ADDR", "value": "train-workers-0-0.train"}],
+            args=["bash", "-xc", "torchrun --nnodes=4 train.py"],
+        ),
+        "ml",
+        "ml-training",
+    ),
+    (
+        "a JobSet's Job that does not train is batch",
+        pod("busybox", owner=("JobSet", "pipeline"), args=["sleep", "30"]),
+        "default",
+        "batch",
+    ),
+    (
         "a storage plugin's word in a sleeping pod's name is not a plugin",
         pod("busybox", labels={"app": "my-csi-app"}, args=["sleep", "3600"]),
         "default",
