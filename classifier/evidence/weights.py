@@ -65,6 +65,8 @@ STORE_SERVER_ENV = """
     MONGO_INITDB_ROOT_USERNAME MONGO_INITDB_ROOT_PASSWORD MONGO_INITDB_DATABASE ETCD_DATA_DIR
     ETCD_INITIAL_CLUSTER MINIO_ROOT_USER MINIO_ACCESS_KEY CASSANDRA_SEEDS CASSANDRA_CLUSTER_NAME
     NEO4J_AUTH ALLOW_EMPTY_PASSWORD DISCOVERY_TYPE ES_JAVA_OPTS PATRONI_SCOPE SPILO_CONFIGURATION
+    DISCOVERY.TYPE DISCOVERY.SEED_HOSTS CLUSTER.INITIAL_MASTER_NODES CLICKHOUSE_DB
+    CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT
 """
 # Variables that point a client at a store: the pod connects to one, it is not one.
 STORE_CLIENT_ENV = """
@@ -89,7 +91,7 @@ BROKER_IMAGES = """
 """
 BROKER_PORTS = """
     9092 9093 9094 29092 2181 2888 3888 4222 6222 5672 5671 1883 8883 61616 6650 8083 9644 15672
-    6123 4369 25672
+    6123 6122 6124 4369 25672
 """
 BROKER_ENV_PREFIXES = "KAFKA CONNECT FLINK ZOOKEEPER ZOO PULSAR BOOKIE RABBITMQ NATS KSQL REDPANDA"
 # Variables only a broker, a connector worker or a stream processor reads.
@@ -270,6 +272,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "volume:claim-template": 4,
         "volume:claim": 1,
         **_each("command", "postgres mysqld mongod redis-server etcd memcached minio", 2),
+        # etcd's own cluster flags (its clients name --etcd-servers instead).
+        **_each("flag", "--initial-cluster --listen-peer-urls --initial-advertise-peer-urls", 3),
         **_not_the_store(),
         **_each("command", WAITING, -6),
     },
@@ -286,6 +290,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("port-name", "kafka amqp mqtt peer leader-election nats broker", 1),
         **_each("command", "kafka-server-start.sh connect-distributed.sh nats-server", 3),
         **_each("command", "rabbitmq-server zkserver.sh flink", 3),
+        # The Flink image's own entry points, given as its arguments.
+        **_each("command", "jobmanager taskmanager standalone-job", 3),
         **_not_the_store(),
         **_each("command", WAITING, -6),
     },

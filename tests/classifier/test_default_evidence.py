@@ -608,6 +608,38 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "batch",
     ),
     (
+        "a stream processor's worker from a private registry, known by its entry point",
+        pod("registry.example.com/data/enrich:7", ports=[6122], args=["taskmanager"]),
+        "data",
+        "streaming",
+    ),
+    (
+        "a search store with a generic image, known by its settings in the environment",
+        pod(
+            "registry.example.com/platform/search:8",
+            ports=[9200],
+            env=[
+                {"name": "discovery.type", "value": "single-node"},
+                {"name": "cluster.name", "value": "logs"},
+            ],
+        ),
+        "logs",
+        "database",
+    ),
+    (
+        "a key-value store with a generic image, known by its cluster flags",
+        pod(
+            "registry.example.com/platform/kv:3",
+            ports=[2379],
+            args=[
+                "--initial-cluster=kv-0=http://kv-0:2380",
+                "--listen-peer-urls=http://0.0.0.0:2380",
+            ],
+        ),
+        "platform",
+        "database",
+    ),
+    (
         "a storage plugin's word in a sleeping pod's name is not a plugin",
         pod("busybox", labels={"app": "my-csi-app"}, args=["sleep", "3600"]),
         "default",
