@@ -2,7 +2,8 @@
 
 A signal is ``kind:value``, lower-case but for environment names (``image:postgres``,
 ``port:5432``, ``env:MYSQL``, ``flag:--leader-elect``, ``hostpath:/var/lib/kubelet``,
-``owner:DaemonSet``, ``resource:nvidia.com/gpu``). An extended resource whose name says it is an
+``owner:DaemonSet``, ``resource:nvidia.com/gpu``). A probe that fetches a page (a path ending
+``.html`` or ``.htm``) also gives ``probe:*.html``. An extended resource whose name says it is an
 accelerator (a GPU, TPU, NPU, a MIG slice, Neuron, Gaudi, Ascend...) also gives
 ``resource:accelerator``, so a vendor no weight names still counts as one; a pod whose main
 containers declare no port and probe none gives ``port:none``. Weights
@@ -11,7 +12,9 @@ look-up per signal.
 
 Containers that only assist the main one (a mesh proxy, a VPN client, an exporter, a log
 shipper) are *sidecars*: their container signals are set aside, so they do not change what the
-pod is, unless every container is one (an exporter Deployment is what it exports).
+pod is, unless every container is one (an exporter Deployment is what it exports) or the
+workload is named after it (an ``envoy`` DaemonSet's Envoy is its main container). A port bound
+on the node (``hostPort``) also gives ``hostport:N``.
 """
 
 from __future__ import annotations
@@ -205,6 +208,9 @@ def _container_signals(
         number = port.get("containerPort")
         if isinstance(number, int):
             yield _text("port", number)
+        host_port = port.get("hostPort")
+        if isinstance(host_port, int):
+            yield _text("hostport", host_port)
         port_name = podview.string(port.get("name"))
         if port_name:
             yield _text("port-name", port_name)
@@ -218,7 +224,11 @@ def _container_signals(
         http = podview.obj(probe.get("httpGet"))
         path = podview.string(http.get("path"))
         if path is not None:
-            yield _text("probe", path.split("?", 1)[0] or "/")
+            clean = path.split("?", 1)[0] or "/"
+            yield _text("probe", clean)
+            # Any page a probe fetches says the container serves pages, whatever its name.
+            if clean.lower().endswith((".html", ".htm")):
+                yield "probe:*.html"
         elif "grpc" in probe:
             yield "probe:grpc"
         elif "tcpSocket" in probe:
@@ -252,6 +262,7 @@ def _is_accelerator(resource: str) -> bool:
 
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
+_SCRIPT_FLAG = re.compile(r"-[a-z]*c$")
 
 
 def _program(items: list[str]) -> str:
@@ -261,8 +272,12 @@ def _program(items: list[str]) -> str:
         return ""
     words_ = items[0].split()
     program = words_[0].rsplit("/", 1)[-1].lower() if words_ else ""
-    if program in _SHELLS and "-c" in items:
-        script = items[items.index("-c") + 1 :]
+    if program not in _SHELLS:
+        return program
+    # "-c" may come with other flags in one word: "-ec", "-xc", "-lc".
+    flag = next((i for i, item in enumerate(items[1:], 1) if _SCRIPT_FLAG.match(item)), None)
+    if flag is not None:
+        script = items[flag + 1 :]
         first = script[0].split() if script else []
         while first and first[0] in ("exec", "set", "-e", "-x", "-ex"):
             first = first[1:]
@@ -371,6 +386,23 @@ def _privileged(container: Mapping[str, Any]) -> bool:
     return podview.obj(container.get("securityContext")).get("privileged") is True
 
 
+# Labels whose value is the workload's own name.
+_OWN_NAME_LABELS = ("app", "app.kubernetes.io/name", "k8s-app", "name")
+
+
+def _workload_names(facts: PodFacts) -> frozenset[str]:
+    """The names the workload goes by: its name labels and its owners' names, lower-cased."""
+    labels = facts.labels
+    found = {labels[key].lower() for key in _OWN_NAME_LABELS if labels.get(key)}
+    found.update(owner.name.lower() for owner in facts.owners if owner.name)
+    return frozenset(found)
+
+
+def _named_after(name: str, repository: str, workload: frozenset[str]) -> bool:
+    """Whether the workload is named after this container or its image."""
+    return name.lower() in workload or repository.rsplit("/", 1)[-1] in workload
+
+
 def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> PodSignals:
     """The pod's signals, reading each part of the pod once; with ``known``, only those."""
     seen: dict[str, str] = {}
@@ -378,6 +410,13 @@ def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> Pod
     names = [podview.string(c.get("name")) or "" for c in containers]
     repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
     sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
+    if len(containers) > 1 and any(sidecar_flags):
+        # A container the workload is named after is its main one, whatever its software.
+        workload = _workload_names(facts)
+        sidecar_flags = [
+            flag and not _named_after(n, r, workload)
+            for flag, n, r in zip(sidecar_flags, names, repositories, strict=True)
+        ]
     all_sidecars = all(sidecar_flags)
     sidecars: list[str] = []
     serves = False
@@ -417,6 +456,7 @@ SIGNAL_KINDS = (
     "name",
     "port",
     "port-name",
+    "hostport",
     "env",
     "probe",
     "flag",

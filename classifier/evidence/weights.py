@@ -40,12 +40,13 @@ STORE_IMAGES = """
     qdrant weaviate milvus dgraph yugabyte tidb tikv mssql oracle-xe oracle-free documentdb
     documentdb-local galera vitess pgbouncer spilo dragonfly garnet kvrocks ferretdb surrealdb
     questdb victoria-metrics aerospike ignite geode riak seaweedfs rqlite db database mysqld
-    mysql-router cloud-sql-proxy nfs-server nfs-backupstore blobstore postgresql-16
+    mysql-router cloud-sql-proxy nfs-server nfs-backupstore blobstore postgresql-16 dynamodb
 """
 # Ports only a store listens on (PostgreSQL, MySQL, MongoDB, Redis, Cassandra, CockroachDB,
-# Neo4j, memcached, SQL Server, Oracle, RethinkDB, CouchDB, ArangoDB): they say store alone.
+# Neo4j, memcached, SQL Server, Oracle, RethinkDB, CouchDB, ArangoDB, NFS): they say store
+# alone.
 STORE_PORTS = """
-    5432 3306 27017 27018 6379 9042 26257 7687 11211 1433 1521 28015 5984 8529 26379 5433
+    5432 3306 27017 27018 6379 9042 26257 7687 11211 1433 1521 28015 5984 8529 26379 5433 2049
 """
 # Ports stores use that other software uses too (Elasticsearch, InfluxDB, etcd, Hazelcast,
 # ClickHouse, MinIO, DocumentDB, PgBouncer, MySQL Router, Couchbase, Milvus, Qdrant, Neo4j's
@@ -64,6 +65,8 @@ STORE_SERVER_ENV = """
     MONGO_INITDB_ROOT_USERNAME MONGO_INITDB_ROOT_PASSWORD MONGO_INITDB_DATABASE ETCD_DATA_DIR
     ETCD_INITIAL_CLUSTER MINIO_ROOT_USER MINIO_ACCESS_KEY CASSANDRA_SEEDS CASSANDRA_CLUSTER_NAME
     NEO4J_AUTH ALLOW_EMPTY_PASSWORD DISCOVERY_TYPE ES_JAVA_OPTS PATRONI_SCOPE SPILO_CONFIGURATION
+    DISCOVERY.TYPE DISCOVERY.SEED_HOSTS CLUSTER.INITIAL_MASTER_NODES CLICKHOUSE_DB
+    CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT
 """
 # Variables that point a client at a store: the pod connects to one, it is not one.
 STORE_CLIENT_ENV = """
@@ -77,6 +80,7 @@ STORE_NAMES = "db database storage cache datastore sql pg"
 STORE_PRODUCTS = """
     postgres postgresql mysql mariadb mongo mongodb redis valkey memcached cassandra
     elasticsearch opensearch minio etcd cockroachdb clickhouse couchdb influxdb neo4j documentdb
+    dynamodb nfs-server
 """
 BROKER_IMAGES = """
     kafka cp-kafka cp-server zookeeper cp-zookeeper pulsar pulsar-all bookkeeper nats
@@ -87,7 +91,7 @@ BROKER_IMAGES = """
 """
 BROKER_PORTS = """
     9092 9093 9094 29092 2181 2888 3888 4222 6222 5672 5671 1883 8883 61616 6650 8083 9644 15672
-    6123 4369 25672
+    6123 6122 6124 4369 25672
 """
 BROKER_ENV_PREFIXES = "KAFKA CONNECT FLINK ZOOKEEPER ZOO PULSAR BOOKIE RABBITMQ NATS KSQL REDPANDA"
 # Variables only a broker, a connector worker or a stream processor reads.
@@ -119,7 +123,7 @@ SYSTEM_WORDS = """
     attacher resizer snapshotter node-driver-registrar livenessprobe scheduler kubelet reloader
     admission kube-vip agent daemon driver registrar proxy dns injector labeller collector
     exporter validator installer recommender updater application-controller repo-server
-    notifications applicationset dex amdgpu cleaner nanny toolbox tools csi cni
+    notifications applicationset dex amdgpu cleaner nanny toolbox tools csi cni scraper
 """
 # Cluster add-ons known by name: such a name on its own says what the pod is.
 ADDON_NAMES = """
@@ -129,7 +133,7 @@ ADDON_NAMES = """
     vault-k8s linkerd istio istiod kiali prometheus alertmanager grafana fluentd fluent-bit
     filebeat promtail loki jaeger zipkin tempo otel-collector opentelemetry-collector vector
     syslog-ng cadvisor tailscale rook ceph gpu-operator k8s-device-plugin kured
-    kyverno gatekeeper chaos-exporter litmus drain-cleaner kube-rbac-proxy dcgm
+    kyverno gatekeeper chaos-exporter litmus drain-cleaner kube-rbac-proxy dcgm contour
 """
 SYSTEM_FLAGS = """
     --leader-elect --leader-election --kubeconfig --csi-address --kubelet-registration-path
@@ -202,12 +206,16 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("node", "nvidia.com/gpu.present nvidia.com/gpu.product amd.com/gpu.present", 6),
         **_each("image", "pytorch tensorflow torch jax horovod deepspeed megatron nemo cuda", 2),
         **_each("command", "torchrun deepspeed accelerate horovodrun", 3),
+        # The rendezvous variables of torch.distributed and TensorFlow's cluster spec.
+        **_each("env", "MASTER_ADDR WORLD_SIZE TF_CONFIG", 3),
+        # A JobSet runs a group of Jobs as one unit, made for distributed training.
+        "owner:JobSet": 4,
         # A GPU runtime class without a GPU request is a runtime, not a workload: no weight.
         "runtime:nvidia": 0,
     },
     "batch": {
         **_each("owner", "Job CronJob Workflow CronWorkflow SparkApplication", 9),
-        **_each("owner", "ScheduledSparkApplication TaskRun PipelineRun", 9),
+        **_each("owner", "ScheduledSparkApplication TaskRun PipelineRun JobSet", 9),
         **_each("label", "spark-role workflows.argoproj.io/workflow tekton.dev/taskrun", 8),
         **_each("label", "volcano.sh/job-name kubernetes_executor", 8),
         "label:batch.kubernetes.io/job-name": 2,
@@ -246,6 +254,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("env", "NODE_NAME KUBE_NODE_NAME CSI_ENDPOINT POD_NAMESPACE WATCH_NAMESPACE", 2),
         **_each("env", "OPERATOR_NAME OPERATOR_NAMESPACE", 2),
         **_each("port", "9100 10250 9153 53 8472 10254 9443 9402", 2),
+        # Envoy's configuration API: only a mesh or ingress control plane serves it.
+        "port-name:xds": 6,
     },
     "database": {
         **_each("image", STORE_IMAGES, 6),
@@ -262,6 +272,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "volume:claim-template": 4,
         "volume:claim": 1,
         **_each("command", "postgres mysqld mongod redis-server etcd memcached minio", 2),
+        # etcd's own cluster flags (its clients name --etcd-servers instead).
+        **_each("flag", "--initial-cluster --listen-peer-urls --initial-advertise-peer-urls", 3),
         **_not_the_store(),
         **_each("command", WAITING, -6),
     },
@@ -278,6 +290,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("port-name", "kafka amqp mqtt peer leader-election nats broker", 1),
         **_each("command", "kafka-server-start.sh connect-distributed.sh nats-server", 3),
         **_each("command", "rabbitmq-server zkserver.sh flink", 3),
+        # The Flink image's own entry points, given as its arguments.
+        **_each("command", "jobmanager taskmanager standalone-job", 3),
         **_not_the_store(),
         **_each("command", WAITING, -6),
     },
@@ -286,6 +300,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("image", WEB_UI_IMAGES, 4),
         **_each("image-role", "ui frontend front-end web dashboard console portal", 4),
         "image-role:admin": 3,
+        # Static files for browsers: images, scripts, style sheets.
+        **_each("image-role", "assets static", 3),
         # Application servers: as telling as a store's name, whatever driver the image adds.
         **_each("image", APP_SERVERS, 6),
         **_each("name", APP_SERVERS, 3),
@@ -293,7 +309,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("name", "web ui webapp website www", 3),
         **_each("name", "front site portal console vote result nginx httpd wordpress php", 2),
         **_each("name", "dashboard kibana grafana admin page productpage guestbook chatbot", 2),
-        **_each("name", "chat gradio tensorboard zeppelin notebook", 2),
+        **_each("name", "chat gradio tensorboard zeppelin notebook assets", 2),
         "port:any": 1,
         "port:80": 2,
         "port:443": 2,
@@ -303,9 +319,14 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "port:8079": 1,
         "port-name:http": 1,
         "port-name:https": 1,
+        # The node's own web ports: an edge proxy or ingress controller binds them.
+        "hostport:80": 3,
+        "hostport:443": 3,
         "port-name:web": 2,
         "probe:/": 2,
         **_each("probe", "/index.html /index.htm /favicon.ico /ui", 2),
+        # A probe that fetches a page (signals: any path ending .html or .htm).
+        "probe:*.html": 3,
         **_each("env", "NODE PUBLIC NGINX PHP WORDPRESS GF", 1),
         # Only a browser bundle reads these (REACT_APP_*, VUE_APP_*, VITE_*, NEXT_PUBLIC_*).
         **_each("env", "NEXT REACT VUE VITE", 3),

@@ -61,6 +61,20 @@ def pod(
     }
 
 
+def named_ports(subject: JSONObject, *names: str) -> JSONObject:
+    """``subject`` with its first container's ports named, in order."""
+    for port, name in zip(subject["spec"]["containers"][0]["ports"], names, strict=True):
+        port["name"] = name
+    return subject
+
+
+def with_host_ports(subject: JSONObject, *host_ports: int) -> JSONObject:
+    """``subject`` with its first container's ports bound on the node, in order."""
+    for port, host in zip(subject["spec"]["containers"][0]["ports"], host_ports, strict=True):
+        port["hostPort"] = host
+    return subject
+
+
 STATEFUL: dict[str, Any] = {
     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-store-0"}}]
 }
@@ -507,6 +521,123 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         ),
         "ml",
         "api",
+    ),
+    (
+        "a static file server on 8080 known by the page its probe fetches",
+        pod(
+            "registry.example.com/shop/media:3",
+            ports=[8080],
+            labels={"app.kubernetes.io/component": "service"},
+            readinessProbe={"httpGet": {"path": "/health.html", "port": 8080}},
+        ),
+        "shop",
+        "web-frontend",
+    ),
+    (
+        "a file server known by the NFS port, not by its generic image",
+        pod(
+            "registry.example.com/infra/share-server:1", ports=[2049], labels={"app": "nfs-server"}
+        ),
+        "storage",
+        "database",
+    ),
+    (
+        "a table store run as a Deployment on an API's port",
+        pod("amazon/dynamodb-local:1", ports=[8000], owner=("ReplicaSet", "carts-db-5d8f")),
+        "shop",
+        "database",
+    ),
+    (
+        "an ingress control plane known by the configuration API it serves Envoy",
+        named_ports(
+            pod(
+                "registry.example.com/edge/edge-config:1",
+                ports=[8001, 8000],
+                readinessProbe={"tcpSocket": {"port": 8001}},
+            ),
+            "xds",
+            "metrics",
+        ),
+        "edge",
+        "system",
+    ),
+    (
+        "an edge proxy on the node's web ports, named after its proxy container",
+        with_host_ports(
+            pod(
+                "docker.io/envoyproxy/envoy:v1",
+                "registry.example.com/edge/drain-helper:1",
+                ports=[8080, 8443],
+                owner=("DaemonSet", "envoy"),
+                labels={"app": "envoy"},
+            ),
+            80,
+            443,
+        ),
+        "edge",
+        "web-frontend",
+    ),
+    (
+        "a mesh proxy beside an application stays a sidecar",
+        pod(
+            "registry.example.com/shop/orders:1",
+            "docker.io/envoyproxy/envoy:v1",
+            ports=[8080],
+            owner=("ReplicaSet", "orders-7c9f"),
+            labels={"app": "orders"},
+            readinessProbe={"httpGet": {"path": "/healthz", "port": 8080}},
+        ),
+        "shop",
+        "api",
+    ),
+    (
+        "distributed training in a JobSet, its launcher run from a bash -xc script",
+        pod(
+            "registry.example.com/ml/mnist:1",
+            owner=("JobSet", "train"),
+            env=[{"name": "MASTER_ADDR", "value": "train-workers-0-0.train"}],
+            args=["bash", "-xc", "torchrun --nnodes=4 train.py"],
+        ),
+        "ml",
+        "ml-training",
+    ),
+    (
+        "a JobSet's Job that does not train is batch",
+        pod("busybox", owner=("JobSet", "pipeline"), args=["sleep", "30"]),
+        "default",
+        "batch",
+    ),
+    (
+        "a stream processor's worker from a private registry, known by its entry point",
+        pod("registry.example.com/data/enrich:7", ports=[6122], args=["taskmanager"]),
+        "data",
+        "streaming",
+    ),
+    (
+        "a search store with a generic image, known by its settings in the environment",
+        pod(
+            "registry.example.com/platform/search:8",
+            ports=[9200],
+            env=[
+                {"name": "discovery.type", "value": "single-node"},
+                {"name": "cluster.name", "value": "logs"},
+            ],
+        ),
+        "logs",
+        "database",
+    ),
+    (
+        "a key-value store with a generic image, known by its cluster flags",
+        pod(
+            "registry.example.com/platform/kv:3",
+            ports=[2379],
+            args=[
+                "--initial-cluster=kv-0=http://kv-0:2380",
+                "--listen-peer-urls=http://0.0.0.0:2380",
+            ],
+        ),
+        "platform",
+        "database",
     ),
     (
         "a storage plugin's word in a sleeping pod's name is not a plugin",

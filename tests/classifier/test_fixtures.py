@@ -265,9 +265,14 @@ def test_the_invalid_source_is_the_only_exception() -> None:
             invalid.append(key)
     # spark-operator's example puts container securityContext fields at pod level; the
     # KFServing InferenceService leaves its container unnamed (its controller names it), and a
-    # pod spec read inline from a custom resource with no handler keeps it as written.
+    # pod spec read inline from a custom resource with no handler keeps it as written (ModelMesh's
+    # ClusterServingRuntimes keep their own kind and serving fields).
     assert invalid == [
         "InferenceService/custom-simple@spec.predictor",
+        "ClusterServingRuntime/mlserver-1.x@",
+        "ClusterServingRuntime/ovms-1.x@",
+        "ClusterServingRuntime/torchserve-0.x@",
+        "ClusterServingRuntime/triton-2.x@",
         "SparkApplication/spark-pi-pod-template@spec.driver",
         "SparkApplication/spark-pi-pod-template@spec.executor",
     ]
