@@ -208,8 +208,12 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("command", "torchrun deepspeed accelerate horovodrun", 3),
         # The rendezvous variables of torch.distributed and TensorFlow's cluster spec.
         **_each("env", "MASTER_ADDR WORLD_SIZE TF_CONFIG", 3),
-        # A JobSet runs a group of Jobs as one unit, made for distributed training.
+        # A JobSet runs a group of Jobs as one unit, made for distributed training. Its pods
+        # are owned by its child Jobs and carry the JobSet's name label (the JobSet
+        # controller's pkg/controller/jobset_controller.go), which is the evidence; it
+        # also outweighs the child Job's own job-name label, which a JobSet's pod always has.
         "owner:JobSet": 4,
+        "label:jobset.sigs.k8s.io/jobset-name": 6,
         # A GPU runtime class without a GPU request is a runtime, not a workload: no weight.
         "runtime:nvidia": 0,
     },

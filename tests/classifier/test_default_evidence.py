@@ -602,6 +602,22 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "ml-training",
     ),
     (
+        "distributed training as the JobSet controller creates it: a child Job's pod that "
+        "carries the JobSet's name label",
+        pod(
+            "registry.example.com/ml/mnist:1",
+            owner=("Job", "train-workers-0"),
+            labels={
+                "jobset.sigs.k8s.io/jobset-name": "train",
+                "batch.kubernetes.io/job-name": "train-workers-0",
+            },
+            env=[{"name": "MASTER_ADDR", "value": "train-workers-0-0.train"}],
+            args=["bash", "-xc", "torchrun --nnodes=4 train.py"],
+        ),
+        "ml",
+        "ml-training",
+    ),
+    (
         "a JobSet's Job that does not train is batch",
         pod("busybox", owner=("JobSet", "pipeline"), args=["sleep", "30"]),
         "default",
