@@ -182,3 +182,19 @@ def test_decorations_stop_at_the_target(sources: list[SourcePod]) -> None:
         sizes.append(len(orjson.dumps(admitted)))
     assert sizes == sorted(sizes)
     assert sizes[-1] - sizes[0] > 4000
+
+
+def test_no_pair_is_a_pod_group_member(
+    generated: GeneratedPolicy, sources: list[SourcePod]
+) -> None:
+    # A member waits behind the gate for its whole group (the groups phase measures it); a
+    # pair of this workload is booked at /mutate, whichever fixture pod it is built from.
+    every = build_workload(generated, pairs=len(sources), seed=5, sources=sources)
+    pipeline = Pipeline(offline_runtime(generated).guard)
+    for index, pair in enumerate(every.pairs):
+        mutate_body, validate_body = pair.bodies(pair_ids(5, index))
+        _, mutated = pipeline.mutate(mutate_body, now=wl.NOW)
+        _, validated = pipeline.validate(validate_body, now=wl.NOW)
+        assert mutated.allowed, pair.source
+        assert validated.allowed, pair.source
+        assert validated.warnings == (), pair.source
