@@ -263,6 +263,13 @@ def _is_accelerator(resource: str) -> bool:
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
 _SCRIPT_FLAG = re.compile(r"-[a-z]*c$")
+# A script whose only work is to keep the container alive: ``while true; do sleep 3600;
+# done``, ``while :; do sleep 30; done`` (a placeholder or a debugging pod). It waits, as
+# ``sleep`` does.
+_KEEP_ALIVE = re.compile(
+    r"\s*(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)\s*;\s*do\s+sleep\s+[\w.]+\s*;?\s*"
+    r"done\s*;?\s*$"
+)
 
 
 def _program(items: list[str]) -> str:
@@ -278,6 +285,8 @@ def _program(items: list[str]) -> str:
     flag = next((i for i, item in enumerate(items[1:], 1) if _SCRIPT_FLAG.match(item)), None)
     if flag is not None:
         script = items[flag + 1 :]
+        if script and _KEEP_ALIVE.match(script[0]):
+            return "sleep"
         first = script[0].split() if script else []
         while first and first[0] in ("exec", "set", "-e", "-x", "-ex"):
             first = first[1:]

@@ -87,7 +87,8 @@ BROKER_IMAGES = """
     nats-streaming nats-server rabbitmq redpanda activemq activemq-artemis artemis emqx mosquitto
     eclipse-mosquitto vernemq nsq nsqd cp-kafka-connect cp-schema-registry cp-ksqldb-server
     cp-kafka-rest kafka-connect connect schema-registry ksqldb-server debezium flink
-    kafka-streams mirrormaker mirror-maker kafka-bridge zeebe benthos redpanda-connect
+    kafka-streams mirrormaker mirror-maker kafka-bridge zeebe benthos redpanda-connect storm
+    nimbus samza heron
 """
 BROKER_PORTS = """
     9092 9093 9094 29092 2181 2888 3888 4222 6222 5672 5671 1883 8883 61616 6650 8083 9644 15672
@@ -314,6 +315,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("name", "front site portal console vote result nginx httpd wordpress php", 2),
         **_each("name", "dashboard kibana grafana admin page productpage guestbook chatbot", 2),
         **_each("name", "chat gradio tensorboard zeppelin notebook assets", 2),
+        # Browser application frameworks: a pod named after one serves its bundle.
+        **_each_kind("name image", "react angular vue svelte", 3),
         "port:any": 1,
         "port:80": 2,
         "port:443": 2,

@@ -661,6 +661,28 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "default",
         "general",
     ),
+    (
+        "a placeholder named after a database whose shell only sleeps in a loop is no database",
+        pod(
+            "busybox",
+            labels={"app.kubernetes.io/name": "postgresql-ha"},
+            args=["/bin/sh", "-c", "while true; do sleep 3600; done"],
+        ),
+        "default",
+        "general",
+    ),
+    (
+        "a browser application known by its framework's name, from a private registry",
+        pod("registry.example.com/shop/orders-react-form:2", ports=[8080]),
+        "shop",
+        "web-frontend",
+    ),
+    (
+        "a stream processor's worker known by its image",
+        pod("registry.example.com/analytics/storm-worker:1", ports=[6700]),
+        "analytics",
+        "streaming",
+    ),
 ]
 
 
