@@ -52,8 +52,15 @@ _ZERO: Final = Quantity(0)
 # --------------------------------------------------------------------------- planning
 
 
-def _room(quota: Quota, ledger: TenantLedger, tier: Tier) -> tuple[dict[str, int], dict[str, int]]:
-    """(used, limit) in nanos for every limited resource of ``tier``'s room."""
+def measure_room(
+    quota: Quota, ledger: TenantLedger, tier: Tier
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(used, limit) in nanos for every resource ``quota`` limits, in ``tier``'s room.
+
+    The guaranteed room is the guarantee, used by guaranteed bookings; the burst room is the
+    ceiling, used by both tiers' bookings: the room :func:`room_shortfalls` checks, as mutable
+    counts for a planner that takes room as it releases.
+    """
     used: dict[str, int] = {}
     limit: dict[str, int] = {}
     for name, ceiling in quota.ceiling.items():
@@ -93,7 +100,7 @@ def plan_release(
     """The pods that fit their tier's room now, first in line first, at most ``limit``."""
     if limit <= 0 or not len(queue):
         return ReleasePlan(())
-    used, room = _room(quota, ledger, policy.tier)
+    used, room = measure_room(quota, ledger, policy.tier)
     strict = policy.ordering == "StrictFIFO"
     # (order key, kind, lane index): kind 0 a lane head, 1 a parked pod that blocks.
     heap: list[tuple[tuple[int, float, str], int, int]] = []
@@ -272,6 +279,7 @@ __all__ = [
     "ReleasePace",
     "ReleasePlan",
     "book_release",
+    "measure_room",
     "plan_release",
     "undo_release",
 ]
