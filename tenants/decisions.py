@@ -970,6 +970,26 @@ class PolicyAdmitter:
             dry_run=dry_run,
         )
         warnings.append(queued_warning(tenant, answer))
+        return self._queued_verdict(
+            mutated,
+            warnings,
+            tenant=tenant,
+            profile=profile,
+            reservation_id=answer.entry_id,
+            audit={"position": str(answer.position)},
+        )
+
+    @staticmethod
+    def _queued_verdict(
+        mutated: JSONObject,
+        warnings: Sequence[str],
+        *,
+        tenant: TenantPolicy,
+        profile: str,
+        reservation_id: str,
+        audit: Mapping[str, str],
+    ) -> Verdict:
+        """Admit ``mutated`` gated in ``tenant``'s queue; ``audit`` adds to the annotations."""
         return Verdict(
             allowed=True,
             patched=mutated,
@@ -978,8 +998,8 @@ class PolicyAdmitter:
                 "tenant": tenant.name,
                 "tier": QUEUED_TIER,
                 "profile": profile,
-                "reservation": answer.entry_id,
-                "position": str(answer.position),
+                "reservation": reservation_id,
+                **audit,
             },
         )
 
@@ -1111,17 +1131,13 @@ class PolicyAdmitter:
                     free=answer.free,
                 )
             )
-        return Verdict(
-            allowed=True,
-            patched=mutated,
-            warnings=tuple(warnings),
-            audit_annotations={
-                "tenant": tenant.name,
-                "tier": QUEUED_TIER,
-                "profile": profile,
-                "reservation": queued.entry_id,
-                "pod-group": claim.key,
-            },
+        return self._queued_verdict(
+            mutated,
+            warnings,
+            tenant=tenant,
+            profile=profile,
+            reservation_id=queued.entry_id,
+            audit={"pod-group": claim.key},
         )
 
     @staticmethod

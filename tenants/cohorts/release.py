@@ -26,10 +26,10 @@ from tenants.cohorts.borrowing import check_borrow
 from tenants.cohorts.fairshare import release_order
 from tenants.cohorts.tree import CohortTree
 from tenants.config import QueuePolicy, TenantPolicy
-from tenants.ledger import TenantLedger, Tier, book, cancel, dequeue, queued_entry_for
+from tenants.ledger import TenantLedger, Tier
 from tenants.queue.admission import room_shortfalls
 from tenants.queue.line import QueuedPod, TenantQueue, order_key
-from tenants.queue.release import ReleaseBooking
+from tenants.queue.release import ReleaseBooking, book_checked_release
 from tenants.quota import Decision
 
 _ZERO = Quantity(0)
@@ -142,28 +142,17 @@ def book_member_release(
 ) -> tuple[TenantLedger, ReleaseBooking]:
     """Book a member's queued pod in ``tier`` if it fits (the guarantee, or borrowed room
     by the borrowing rule, on the ledgers being written) and drop its queued entry."""
-    reservation_id = f"rel-{pod.uid}"
-    if ledger.reservation_for_pod(pod.uid) is not None or pod.uid in ledger.charges:
-        return ledger, ReleaseBooking(Decision(tier), reservation_id, already=True)
     others = {name: other for name, other in peers.items() if name != tenant.name}
-    decision = _fits(tree, tenant, tier, {**others, tenant.name: ledger}, pod.amount)
-    if decision.tier is None:
-        return ledger, ReleaseBooking(decision, reservation_id)
-    if reservation_id in ledger.reservations:
-        ledger = cancel(ledger, reservation_id=reservation_id)
-    booked = book(
+    return book_checked_release(
         ledger,
-        reservation_id=reservation_id,
         tier=tier,
-        amount=pod.amount,
+        pod=pod,
         now=now,
         ttl=ttl,
-        pod_uid=pod.uid,
+        check=lambda current: _fits(
+            tree, tenant, tier, {**others, tenant.name: current}, pod.amount
+        ),
     )
-    entry = queued_entry_for(booked, entry_id=pod.entry_id, pod_uid=pod.uid)
-    if entry is not None:
-        booked = dequeue(booked, entry_id=entry.id)
-    return booked, ReleaseBooking(decision, reservation_id)
 
 
 __all__ = ["MemberQueue", "book_member_release", "plan_cohort_release"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from classifier.quantities import Quantity
 from tenants.config import QueuePolicy
@@ -37,9 +36,8 @@ from tenants.ledger import (
 )
 from tenants.queue.admission import room_shortfalls
 from tenants.queue.line import OrderKey, QueuedPod, TenantQueue, order_key
+from tenants.queue.release import measure_room
 from tenants.quota import Quota, Shortfall
-
-_ZERO: Final = Quantity(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +120,7 @@ def plan_groups(
     )
     if not groups:
         return GroupPlan(())
-    used, room = _room(quota, ledger, policy.tier)
+    used, room = measure_room(quota, ledger, policy.tier)
     single = _single_head(queue, policy, now)
     releases: list[GroupRelease] = []
 
@@ -153,20 +151,6 @@ def _single_head(queue: TenantQueue, policy: QueuePolicy, now: float) -> OrderKe
     keys = [order_key(priority, slots[0], policy, now) for priority, _, slots in queue.lanes()]
     keys.extend(order_key(priority, slot, policy, now) for priority, slot in queue.parked_heads())
     return min(keys) if keys else None
-
-
-def _room(quota: Quota, ledger: TenantLedger, tier: Tier) -> tuple[dict[str, int], dict[str, int]]:
-    used: dict[str, int] = {}
-    limit: dict[str, int] = {}
-    for name, ceiling in quota.ceiling.items():
-        guaranteed_used = ledger.guaranteed.get(name, _ZERO).nanos
-        if tier == "guaranteed":
-            used[name] = guaranteed_used
-            limit[name] = quota.guarantee_of(name).nanos
-        else:
-            used[name] = guaranteed_used + ledger.burst.get(name, _ZERO).nanos
-            limit[name] = ceiling.nanos
-    return used, limit
 
 
 def _take(amount: Mapping[str, Quantity], used: dict[str, int], room: Mapping[str, int]) -> bool:

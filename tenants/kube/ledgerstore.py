@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
 import orjson
 from immutables import Map
@@ -108,7 +108,15 @@ class LedgerClient(Protocol):
 
 
 class KubeLedgerClient:
-    """:class:`LedgerClient` through the official client, read raw and parsed with orjson."""
+    """:class:`LedgerClient` through the official client, read raw and parsed with orjson.
+
+    The resource is the class's: TenantLedger objects here, whose ``spec`` names their
+    tenant; a subclass names another kind of ledger object with the same calls.
+    """
+
+    plural: ClassVar[str] = PLURAL
+    kind: ClassVar[str] = KIND
+    spec_field: ClassVar[str] = "tenant"
 
     def __init__(self, api_client: Any, *, timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
         from kubernetes import client
@@ -121,7 +129,7 @@ class KubeLedgerClient:
             response = method(
                 GROUP,
                 VERSION,
-                PLURAL,
+                self.plural,
                 *args,
                 _preload_content=False,
                 _request_timeout=self._timeout,
@@ -140,7 +148,7 @@ class KubeLedgerClient:
     def read(self, name: str) -> StoredLedger | None:
         try:
             document = self._call(
-                f"read {PLURAL}/{name}", self._api.get_cluster_custom_object, name
+                f"read {self.plural}/{name}", self._api.get_cluster_custom_object, name
             )
         except KubeNotFound:
             return None
@@ -149,12 +157,12 @@ class KubeLedgerClient:
     def create(self, name: str) -> StoredLedger:
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": KIND,
+            "kind": self.kind,
             "metadata": {"name": name, "labels": dict(MANAGED_BY)},
-            "spec": {"tenant": name},
+            "spec": {self.spec_field: name},
         }
         document = self._call(
-            f"create {PLURAL}/{name}", self._api.create_cluster_custom_object, body
+            f"create {self.plural}/{name}", self._api.create_cluster_custom_object, body
         )
         return stored_ledger(document, name)
 
@@ -163,13 +171,13 @@ class KubeLedgerClient:
     ) -> StoredLedger:
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": KIND,
+            "kind": self.kind,
             "metadata": {"name": name, "resourceVersion": resource_version},
-            "spec": {"tenant": name},
+            "spec": {self.spec_field: name},
             "status": dict(status),
         }
         document = self._call(
-            f"write {PLURAL}/{name}/status",
+            f"write {self.plural}/{name}/status",
             self._api.replace_cluster_custom_object_status,
             name,
             body,
@@ -177,7 +185,7 @@ class KubeLedgerClient:
         return stored_ledger(document, name)
 
     def list(self) -> list[StoredLedger]:
-        document = self._call(f"list {PLURAL}", self._api.list_cluster_custom_object)
+        document = self._call(f"list {self.plural}", self._api.list_cluster_custom_object)
         items = document.get("items")
         return [
             stored_ledger(item, "")

@@ -15,17 +15,19 @@ under StrictFIFO (and at ``maxBoost``), as one that does not fit.
 
 :func:`book_release` / :func:`undo_release` are the ledger changes (pure, for
 ``LedgerStore.transact``): the queued entry becomes a reservation bound to the pod in one
-step, and back when the PATCH that removes the gate fails. :class:`ReleasePace` holds the
-per-pod exponential backoff and the overall token bucket, as client-go's default controller
-rate limiter (``util/workqueue/default_rate_limiters.go``: ``ItemExponentialFailureRateLimiter``
-5 ms doubling to 1000 s, under a ``BucketRateLimiter`` of 10/s with a burst of 100).
+step, and back when the PATCH that removes the gate fails; :func:`book_checked_release` is
+that booking under a room rule of the caller's (a cohort member's release passes the
+borrowing rule). :class:`ReleasePace` holds the per-pod exponential backoff and the overall
+token bucket, as client-go's default controller rate limiter
+(``util/workqueue/default_rate_limiters.go``: ``ItemExponentialFailureRateLimiter`` 5 ms
+doubling to 1000 s, under a ``BucketRateLimiter`` of 10/s with a burst of 100).
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -52,8 +54,15 @@ _ZERO: Final = Quantity(0)
 # --------------------------------------------------------------------------- planning
 
 
-def _room(quota: Quota, ledger: TenantLedger, tier: Tier) -> tuple[dict[str, int], dict[str, int]]:
-    """(used, limit) in nanos for every limited resource of ``tier``'s room."""
+def measure_room(
+    quota: Quota, ledger: TenantLedger, tier: Tier
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(used, limit) in nanos for every resource ``quota`` limits, in ``tier``'s room.
+
+    The guaranteed room is the guarantee, used by guaranteed bookings; the burst room is the
+    ceiling, used by both tiers' bookings: the room :func:`room_shortfalls` checks, as mutable
+    counts for a planner that takes room as it releases.
+    """
     used: dict[str, int] = {}
     limit: dict[str, int] = {}
     for name, ceiling in quota.ceiling.items():
@@ -93,7 +102,7 @@ def plan_release(
     """The pods that fit their tier's room now, first in line first, at most ``limit``."""
     if limit <= 0 or not len(queue):
         return ReleasePlan(())
-    used, room = _room(quota, ledger, policy.tier)
+    used, room = measure_room(quota, ledger, policy.tier)
     strict = policy.ordering == "StrictFIFO"
     # (order key, kind, lane index): kind 0 a lane head, 1 a parked pod that blocks.
     heap: list[tuple[tuple[int, float, str], int, int]] = []
@@ -160,14 +169,41 @@ def book_release(
     another replica's admission booked meanwhile is seen: it never releases past the room.
     The reservation is bound to the pod, so the stored pod confirms it once ungated.
     """
+
+    def check(current: TenantLedger) -> Decision:
+        shortfalls = room_shortfalls(quota, current, tier, pod.amount)
+        if shortfalls:
+            return Decision(
+                None, shortfalls, "guaranteed" if tier == "guaranteed" else "burst ceiling"
+            )
+        return Decision(tier)
+
+    return book_checked_release(ledger, tier=tier, pod=pod, now=now, ttl=ttl, check=check)
+
+
+def book_checked_release(
+    ledger: TenantLedger,
+    *,
+    tier: Tier,
+    pod: QueuedPod,
+    now: float,
+    ttl: float,
+    check: Callable[[TenantLedger], Decision],
+) -> tuple[TenantLedger, ReleaseBooking]:
+    """Book a queued pod's request in ``tier`` if ``check`` admits it on ``ledger``, and drop
+    its queued entry.
+
+    ``check`` is the room rule of the caller (the tenant's own room, or a cohort's borrowing
+    rule); a decision with no tier books nothing and is returned as it is, one with a tier
+    is returned with the booking. A pod booked or charged already is left alone
+    (``already``). The reservation is bound to the pod, so the stored pod confirms it once
+    ungated.
+    """
     reservation_id = f"rel-{pod.uid}"
     if ledger.reservation_for_pod(pod.uid) is not None or pod.uid in ledger.charges:
         return ledger, ReleaseBooking(Decision(tier), reservation_id, already=True)
-    shortfalls = room_shortfalls(quota, ledger, tier, pod.amount)
-    if shortfalls:
-        decision = Decision(
-            None, shortfalls, "guaranteed" if tier == "guaranteed" else "burst ceiling"
-        )
+    decision = check(ledger)
+    if decision.tier is None:
         return ledger, ReleaseBooking(decision, reservation_id)
     if reservation_id in ledger.reservations:
         ledger = cancel(ledger, reservation_id=reservation_id)
@@ -183,7 +219,7 @@ def book_release(
     entry = queued_entry_for(booked, entry_id=pod.entry_id, pod_uid=pod.uid)
     if entry is not None:
         booked = dequeue(booked, entry_id=entry.id)
-    return booked, ReleaseBooking(Decision(tier), reservation_id)
+    return booked, ReleaseBooking(decision, reservation_id)
 
 
 def undo_release(
@@ -271,7 +307,9 @@ __all__ = [
     "ReleaseBooking",
     "ReleasePace",
     "ReleasePlan",
+    "book_checked_release",
     "book_release",
+    "measure_room",
     "plan_release",
     "undo_release",
 ]
