@@ -83,18 +83,25 @@ def config_file(tmp_path: Path, config: dict[str, Any], name: str = "config.yaml
 def claiming(tmp_path: Path, *namespaces: str) -> str:
     """The example config plus a tenant ``everyone`` claiming ``namespaces``.
 
-    Its pods may keep the built-in system classes, as cluster add-ons ask for them, and the
-    class Longhorn's manifest asks for.
+    Its pods may keep the built-in system classes, as cluster add-ons ask for them, the class
+    Longhorn's manifest asks for and the overprovisioning class of the EKS workshop's pause pods
+    (value -1, as that workshop defines it).
     """
     config = example_config()
     config["priorityClasses"]["system-cluster-critical"] = {"value": 2_000_000_000}
     config["priorityClasses"]["system-node-critical"] = {"value": 2_000_001_000}
     config["priorityClasses"]["longhorn-critical"] = {"value": 1_000_000_000}
+    config["priorityClasses"]["pause-pods"] = {"value": -1}
     config["tenants"]["everyone"] = {
         "namespaces": list(namespaces),
         "quota": {"guaranteed": {"cpu": "1000", "memory": "10Ti"}},
         "priorityClasses": {
-            "allowed": ["system-cluster-critical", "system-node-critical", "longhorn-critical"]
+            "allowed": [
+                "system-cluster-critical",
+                "system-node-critical",
+                "longhorn-critical",
+                "pause-pods",
+            ]
         },
     }
     return config_file(tmp_path, config, "claiming.yaml")
