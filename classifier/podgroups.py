@@ -108,9 +108,13 @@ class GroupClaim:
 
 
 class GroupRule(Protocol):
-    """A configured way to find groups (a profile's ``podGroup``); first match wins."""
+    """A configured way to find groups (a profile's ``podGroup``); first match wins.
 
-    def claim(self, pod: Mapping[str, Any]) -> GroupClaim | None: ...
+    ``labels`` are the pod's labels as :func:`classifier.podview.labels` reads them: every rule
+    is asked about the same pod, which reads them once.
+    """
+
+    def claim(self, pod: Mapping[str, Any], labels: Mapping[str, str]) -> GroupClaim | None: ...
 
 
 def claim_group(pod: Mapping[str, Any], rules: Sequence[GroupRule] = ()) -> GroupClaim | None:
@@ -137,7 +141,7 @@ def claim_group(pod: Mapping[str, Any], rules: Sequence[GroupRule] = ()) -> Grou
             size_from=ref,
         )
     for rule in rules:
-        claim = rule.claim(pod)
+        claim = rule.claim(pod, labels)
         if claim is not None:
             return claim
     if JOB_COMPLETION_INDEX in annotations or JOB_COMPLETION_INDEX in labels:
