@@ -196,11 +196,14 @@ def _image_repository(image: str) -> str:
 
 
 def _container_signals(
-    container: Mapping[str, Any], repository: str, known: frozenset[str] | None
+    container: Mapping[str, Any], name: str, repository: str, known: frozenset[str] | None
 ) -> Iterator[str]:
-    """What one container says of itself: image words, name words, ports, env, probes, flags."""
+    """What one container says of itself: image words, name words, ports, env, probes, flags.
+
+    ``name`` and ``repository`` are the container's name and image as the caller read them.
+    """
     yield from image_signals(repository)
-    yield from name_signals(podview.string(container.get("name")) or "")
+    yield from name_signals(name)
     ports = list(podview.objects(container.get("ports")))
     if ports:
         yield "port:any"
@@ -306,9 +309,14 @@ def _app_names(facts: PodFacts) -> Iterator[str]:
             yield from name_signals(pod_name.rstrip("-"))
 
 
+@lru_cache(maxsize=1024)
+def _account_signals(account: str) -> tuple[str, ...]:
+    return tuple(f"account:{word}" for word in words(account))
+
+
 def _pod_signals(facts: PodFacts) -> Iterator[str]:
     """What the pod says as a whole: owners, namespace, names, volumes, scheduling."""
-    spec = podview.spec(facts.pod)
+    spec = facts.spec
     for owner in facts.owners:
         yield _owner_text(owner.kind)
     yield _text("namespace", facts.namespace)
@@ -317,8 +325,7 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
         yield _text("label", key)
     account = podview.string(spec.get("serviceAccountName"))
     if account:
-        for word in words(account):
-            yield f"account:{word}"
+        yield from _account_signals(account)
     runtime = podview.string(spec.get("runtimeClassName"))
     if runtime:
         yield f"runtime:{runtime.lower()}"
@@ -406,7 +413,8 @@ def _named_after(name: str, repository: str, workload: frozenset[str]) -> bool:
 def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> PodSignals:
     """The pod's signals, reading each part of the pod once; with ``known``, only those."""
     seen: dict[str, str] = {}
-    containers = list(podview.containers(facts.pod))
+    spec = facts.spec
+    containers = list(podview.objects(spec.get("containers")))
     names = [podview.string(c.get("name")) or "" for c in containers]
     repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
     sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
@@ -429,13 +437,12 @@ def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> Pod
             sidecars.append(name or "?")
             continue
         where = f"container {name or '?'}"
-        for text in _container_signals(container, repository, known):
+        for text in _container_signals(container, name, repository, known):
             # A declared port, or a probe that reaches one (HTTP, gRPC, TCP), says it serves.
             if not serves and (text == "port:any" or text.startswith("probe:")):
                 serves = True
             if text not in seen and (known is None or text in known):
                 seen[text] = where
-    spec = podview.spec(facts.pod)
     for group in ("initContainers", "ephemeralContainers"):
         for container in podview.objects(spec.get(group)):
             if _privileged(container):
