@@ -223,7 +223,9 @@ def _container_signals(
         # A pod may carry dozens of variables: only those some weight names are kept.
         yield from found if known is None else known.intersection(found)
     for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
-        probe = podview.obj(container.get(probe_name))
+        probe = container.get(probe_name)
+        if not isinstance(probe, dict):
+            continue  # most containers lack some probes: nothing more to read
         http = podview.obj(probe.get("httpGet"))
         path = podview.string(http.get("path"))
         if path is not None:
