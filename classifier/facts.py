@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from classifier import podview
 from classifier.quantities import Quantity
@@ -49,9 +48,9 @@ def image_repository(image: str) -> str:
     return "/".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """A kind the pod is (indirectly) owned by, and through what."""
+class Owner(NamedTuple):
+    """A kind the pod is (indirectly) owned by, and through what (a named tuple, not a
+    dataclass: one or two are built for every pod classified)."""
 
     kind: str
     name: str
