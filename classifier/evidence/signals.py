@@ -191,6 +191,13 @@ def env_list_signals(names: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=4096)
+def _known_env_signals(names: tuple[Any, ...], known: frozenset[str]) -> tuple[str, ...]:
+    """:func:`env_list_signals` less those no weight names: a pod may carry dozens of
+    variables, and the containers of one workload share them (cached like it)."""
+    return tuple(known.intersection(env_list_signals(names)))
+
+
+@lru_cache(maxsize=4096)
 def _image_repository(image: str) -> str:
     return image_repository(image)
 
@@ -219,9 +226,8 @@ def _container_signals(
             yield _text("port-name", port_name)
     env = container.get("env")
     if isinstance(env, list) and env:
-        found = env_list_signals(tuple([item.get("name") for item in env if type(item) is dict]))
-        # A pod may carry dozens of variables: only those some weight names are kept.
-        yield from found if known is None else known.intersection(found)
+        names = tuple([item.get("name") for item in env if type(item) is dict])
+        yield from env_list_signals(names) if known is None else _known_env_signals(names, known)
     for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
         probe = container.get(probe_name)
         if not isinstance(probe, dict):
