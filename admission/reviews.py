@@ -497,14 +497,15 @@ _WIRE_DECODERS: Final[dict[ObjectView, msgspec.json.Decoder[Any]]] = {
 }
 
 
-def _members_of(struct: type[msgspec.Struct], *, skip: str = "") -> tuple[tuple[str, str], ...]:
+def _members_of(struct: type[msgspec.Struct], *, skip: str = "") -> tuple[str | None, ...]:
+    """The JSON name of each field of ``struct``, in field order; None for the one skipped."""
     return tuple(
-        (field.name, field.encode_name)
+        None if field.name == skip else field.encode_name
         for field in msgspec.structs.fields(struct)
-        if field.name != skip
     )
 
 
+# Per struct type, the JSON name of each field in the order ``astuple`` gives the values.
 _MEMBERS: Final = {
     _WireObject: _members_of(_WireObject),
     _WireValidatedObject: _members_of(_WireValidatedObject, skip="status"),
@@ -514,17 +515,24 @@ _MEMBERS: Final = {
     _WirePlannedObject: _members_of(_WirePlannedObject, skip="status"),
     _WirePlannedSpec: _members_of(_WirePlannedSpec),
     _WirePlannedContainer: _members_of(_WirePlannedContainer),
-    _WireEnvVar: _members_of(_WireEnvVar),
 }
 
 
 def _members(struct: msgspec.Struct) -> dict[str, Any]:
     """The members ``struct`` was decoded from, by their JSON names (absent ones left out)."""
+    # astuple reads every field in one call: cheaper than a getattr per field.
     return {
         key: value
-        for attribute, key in _MEMBERS[type(struct)]
-        if (value := getattr(struct, attribute)) is not msgspec.UNSET
+        for key, value in zip(_MEMBERS[type(struct)], msgspec.structs.astuple(struct), strict=True)
+        if value is not msgspec.UNSET and key is not None
     }
+
+
+def _env(variables: list[_WireEnvVar]) -> list[dict[str, Any]]:
+    """Environment variables as their names were sent (a container may carry dozens)."""
+    return [
+        {} if (name := variable.name) is msgspec.UNSET else {"name": name} for variable in variables
+    ]
 
 
 def _wire_object(
@@ -547,7 +555,7 @@ def _wire_object(
                 for container in built_items:
                     env = container.get("env")
                     if env:
-                        container["env"] = [_members(variable) for variable in env]
+                        container["env"] = _env(env)
     return built
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from classifier import podview
 from classifier.quantities import Quantity
@@ -49,9 +48,9 @@ def image_repository(image: str) -> str:
     return "/".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """A kind the pod is (indirectly) owned by, and through what."""
+class Owner(NamedTuple):
+    """A kind the pod is (indirectly) owned by, and through what (a named tuple, not a
+    dataclass: one or two are built for every pod classified)."""
 
     kind: str
     name: str
@@ -70,6 +69,7 @@ class PodFacts:
         "_owners",
         "_ports",
         "_requests",
+        "_spec",
         "namespace",
         "pod",
     )
@@ -85,6 +85,14 @@ class PodFacts:
         self._requests: Mapping[str, Quantity] | None = None
         self._container_requests: tuple[tuple[str, Mapping[str, Quantity]], ...] | None = None
         self._claims: tuple[tuple[str, str], ...] | None = None
+        self._spec: Mapping[str, Any] | None = None
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The pod's spec (empty if it has none): several facts read it."""
+        if self._spec is None:
+            self._spec = podview.spec(self.pod)
+        return self._spec
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -130,7 +138,7 @@ class PodFacts:
         """(image as written, repository path) of every app container."""
         if self._images is None:
             found: list[tuple[str, str]] = []
-            for container in podview.containers(self.pod):
+            for container in podview.objects(self.spec.get("containers")):
                 image = podview.string(container.get("image"))
                 if image:
                     found.append((image, image_repository(image)))
@@ -142,7 +150,7 @@ class PodFacts:
         """(containerPort, name, container name) of every app container port."""
         if self._ports is None:
             found: list[tuple[int | None, str | None, str]] = []
-            for container in podview.containers(self.pod):
+            for container in podview.objects(self.spec.get("containers")):
                 cname = podview.string(container.get("name")) or ""
                 for port in podview.objects(container.get("ports")):
                     number = port.get("containerPort")
@@ -171,7 +179,7 @@ class PodFacts:
         """
         if self._container_requests is None:
             found: list[tuple[str, Mapping[str, Quantity]]] = []
-            spec = podview.spec(self.pod)
+            spec = self.spec
             for group in ("initContainers", "containers"):
                 items = spec.get(group)
                 if not isinstance(items, list):
@@ -189,7 +197,7 @@ class PodFacts:
         """(volume name, claim name) of every persistentVolumeClaim volume of the pod."""
         if self._claims is None:
             found: list[tuple[str, str]] = []
-            for volume in podview.objects(podview.spec(self.pod).get("volumes")):
+            for volume in podview.objects(self.spec.get("volumes")):
                 claim = podview.obj(volume.get("persistentVolumeClaim"))
                 claim_name = podview.string(claim.get("claimName"))
                 if claim_name:
@@ -221,15 +229,15 @@ class PodFacts:
 
     @property
     def restart_policy(self) -> str:
-        return podview.string(podview.spec(self.pod).get("restartPolicy")) or "Always"
+        return podview.string(self.spec.get("restartPolicy")) or "Always"
 
     @property
     def host_network(self) -> bool:
-        return podview.spec(self.pod).get("hostNetwork") is True
+        return self.spec.get("hostNetwork") is True
 
     def privileged_container(self) -> str | None:
         for group in ("initContainers", "containers", "ephemeralContainers"):
-            for container in podview.objects(podview.spec(self.pod).get(group)):
+            for container in podview.objects(self.spec.get(group)):
                 context = podview.obj(container.get("securityContext"))
                 if context.get("privileged") is True:
                     return podview.string(container.get("name")) or "?"

@@ -51,8 +51,7 @@ class LabelGroupRule:
     match_labels: tuple[tuple[str, str], ...] = ()
     owners: frozenset[tuple[str, str]] = frozenset()  # (API group, kind)
 
-    def claim(self, pod: Mapping[str, Any]) -> GroupClaim | None:
-        labels = podview.labels(pod)
+    def claim(self, pod: Mapping[str, Any], labels: Mapping[str, str]) -> GroupClaim | None:
         value = labels.get(self.label)
         if not value or any(labels.get(k) != v for k, v in self.match_labels):
             return None
@@ -61,12 +60,12 @@ class LabelGroupRule:
             return None
         key, source = f"{self.name}/{value}", f"rule:{self.name}"
         if isinstance(self.size, KeySize):
-            return GroupClaim(key, value, source, size=self._size_on(pod, value, self.size))
+            marks = podview.annotations(pod) if self.size.annotation else labels
+            return GroupClaim(key, value, source, size=self._size_on(marks, value, self.size))
         ref = self._size_ref(pod, value, owner, self.size)
         return GroupClaim(key, value, source, size_from=ref)
 
-    def _size_on(self, pod: Mapping[str, Any], value: str, size: KeySize) -> int:
-        marks = podview.annotations(pod) if size.annotation else podview.labels(pod)
+    def _size_on(self, marks: Mapping[str, str], value: str, size: KeySize) -> int:
         raw = marks.get(size.key)
         if not raw:
             raise GroupClaimError(

@@ -108,20 +108,23 @@ class GroupClaim:
 
 
 class GroupRule(Protocol):
-    """A configured way to find groups (a profile's ``podGroup``); first match wins."""
+    """A configured way to find groups (a profile's ``podGroup``); first match wins.
 
-    def claim(self, pod: Mapping[str, Any]) -> GroupClaim | None: ...
+    ``labels`` are the pod's labels as :func:`classifier.podview.labels` reads them: every rule
+    is asked about the same pod, which reads them once.
+    """
+
+    def claim(self, pod: Mapping[str, Any], labels: Mapping[str, str]) -> GroupClaim | None: ...
 
 
 def claim_group(pod: Mapping[str, Any], rules: Sequence[GroupRule] = ()) -> GroupClaim | None:
     """The group ``pod`` belongs to, or None. Raises :class:`GroupClaimError` for a
     ``tenantgate.io/pod-group`` pod whose size is missing or not a positive count."""
     labels = podview.labels(pod)
-    annotations = podview.annotations(pod)
     namespace = podview.namespace(pod) or ""
-    name = labels.get(GROUP_KEY) or annotations.get(GROUP_KEY)
+    name = labels.get(GROUP_KEY) or podview.annotation(pod, GROUP_KEY)
     if name:
-        raw = labels.get(GROUP_SIZE_KEY) or annotations.get(GROUP_SIZE_KEY)
+        raw = labels.get(GROUP_SIZE_KEY) or podview.annotation(pod, GROUP_SIZE_KEY)
         return GroupClaim(
             key=f"labels/{name}", name=name, source="labels", size=parse_size(raw, GROUP_SIZE_KEY)
         )
@@ -137,10 +140,10 @@ def claim_group(pod: Mapping[str, Any], rules: Sequence[GroupRule] = ()) -> Grou
             size_from=ref,
         )
     for rule in rules:
-        claim = rule.claim(pod)
+        claim = rule.claim(pod, labels)
         if claim is not None:
             return claim
-    if JOB_COMPLETION_INDEX in annotations or JOB_COMPLETION_INDEX in labels:
+    if podview.annotation(pod, JOB_COMPLETION_INDEX) is not None or JOB_COMPLETION_INDEX in labels:
         job = controlling_owner(podview.owner_references(pod), kind="Job", api_group="batch")
         if job is not None:
             ref = SizeRef("batch/v1", "Job", namespace, job, ("spec.parallelism",))

@@ -61,6 +61,11 @@ def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
     return _string_map(metadata(pod).get("annotations"))
 
 
+def annotation(pod: Mapping[str, Any], key: str) -> str | None:
+    """``annotations(pod).get(key)``, without copying every annotation to read one."""
+    return string(obj(metadata(pod).get("annotations")).get(key))
+
+
 def name(pod: Mapping[str, Any]) -> str:
     meta = metadata(pod)
     return string(meta.get("name")) or string(meta.get("generateName")) or ""

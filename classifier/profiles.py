@@ -271,9 +271,11 @@ def apply_profile(pod: JSONObject, profile: CompiledProfile, *, notes: list[str]
     spec_obj = pod["spec"]  # set_priority_class may have replaced it with its own copy
     changed |= _apply_node_selector(spec_obj, profile, notes=notes)
     changed |= _apply_tolerations(spec_obj, profile, notes=notes)
-    labels = podview.labels(pod)
-    changed |= _apply_spread(spec_obj, profile, labels=labels, notes=notes)
-    changed |= _apply_affinity(spec_obj, profile, labels=labels, notes=notes)
+    if profile.spread or profile.spec.affinity is not None:
+        # Only spread and affinity select the pod's siblings by its labels.
+        labels = podview.labels(pod)
+        changed |= _apply_spread(spec_obj, profile, labels=labels, notes=notes)
+        changed |= _apply_affinity(spec_obj, profile, labels=labels, notes=notes)
     return changed
 
 

@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final, TypeAlias
 
 logger = logging.getLogger(__name__)
@@ -434,6 +435,9 @@ _ZERO: Final = _make(0, QuantityFormat.DECIMAL_SI)
 # -- formatting -------------------------------------------------------------------------------
 
 
+# Cached: the admission path writes the same few values again and again (container defaults,
+# requests and headroom in warnings), and the text depends on nothing else.
+@lru_cache(maxsize=4096)
 def _canonical(nanos: int, fmt: QuantityFormat) -> str:
     if nanos == 0:
         return "0"

@@ -30,11 +30,13 @@ class Filled:
     limits: dict[str, Quantity]
 
 
-def _wanted(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> dict[str, Quantity]:
+def _wanted(spec: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> Mapping[str, Quantity]:
     """``defaults`` minus the resources set at pod level."""
     if not defaults:
         return {}
     pod_level = podview.obj(spec.get("resources"))
+    if not pod_level:
+        return defaults  # the usual pod: nothing set at pod level, every default wanted
     requests = podview.obj(pod_level.get("requests"))
     limits = podview.obj(pod_level.get("limits"))
     return {n: q for n, q in defaults.items() if n not in requests and n not in limits}

@@ -36,14 +36,16 @@ class Quota:
 
     guaranteed: Mapping[str, Quantity]
     ceiling: Mapping[str, Quantity]
+    # Whether a ``limits.*`` resource is limited (its pods must then set limits). Every
+    # admission asks, so it is worked out once, when the quota is built.
+    has_limits: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        limited = any(name.startswith("limits.") for name in self.ceiling)
+        object.__setattr__(self, "has_limits", limited)
 
     def guarantee_of(self, resource: str) -> Quantity:
         return self.guaranteed.get(resource, _ZERO)
-
-    @property
-    def has_limits(self) -> bool:
-        """Whether a ``limits.*`` resource is limited (its pods must then set limits)."""
-        return any(name.startswith("limits.") for name in self.ceiling)
 
 
 def scale(quantity: Quantity, ratio: Fraction) -> Quantity:

@@ -191,16 +191,26 @@ def env_list_signals(names: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=4096)
+def _known_env_signals(names: tuple[Any, ...], known: frozenset[str]) -> tuple[str, ...]:
+    """:func:`env_list_signals` less those no weight names: a pod may carry dozens of
+    variables, and the containers of one workload share them (cached like it)."""
+    return tuple(known.intersection(env_list_signals(names)))
+
+
+@lru_cache(maxsize=4096)
 def _image_repository(image: str) -> str:
     return image_repository(image)
 
 
 def _container_signals(
-    container: Mapping[str, Any], repository: str, known: frozenset[str] | None
+    container: Mapping[str, Any], name: str, repository: str, known: frozenset[str] | None
 ) -> Iterator[str]:
-    """What one container says of itself: image words, name words, ports, env, probes, flags."""
+    """What one container says of itself: image words, name words, ports, env, probes, flags.
+
+    ``name`` and ``repository`` are the container's name and image as the caller read them.
+    """
     yield from image_signals(repository)
-    yield from name_signals(podview.string(container.get("name")) or "")
+    yield from name_signals(name)
     ports = list(podview.objects(container.get("ports")))
     if ports:
         yield "port:any"
@@ -216,11 +226,12 @@ def _container_signals(
             yield _text("port-name", port_name)
     env = container.get("env")
     if isinstance(env, list) and env:
-        found = env_list_signals(tuple([item.get("name") for item in env if type(item) is dict]))
-        # A pod may carry dozens of variables: only those some weight names are kept.
-        yield from found if known is None else known.intersection(found)
+        names = tuple([item.get("name") for item in env if type(item) is dict])
+        yield from env_list_signals(names) if known is None else _known_env_signals(names, known)
     for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
-        probe = podview.obj(container.get(probe_name))
+        probe = container.get(probe_name)
+        if not isinstance(probe, dict):
+            continue  # most containers lack some probes: nothing more to read
         http = podview.obj(probe.get("httpGet"))
         path = podview.string(http.get("path"))
         if path is not None:
@@ -315,9 +326,14 @@ def _app_names(facts: PodFacts) -> Iterator[str]:
             yield from name_signals(pod_name.rstrip("-"))
 
 
+@lru_cache(maxsize=1024)
+def _account_signals(account: str) -> tuple[str, ...]:
+    return tuple(f"account:{word}" for word in words(account))
+
+
 def _pod_signals(facts: PodFacts) -> Iterator[str]:
     """What the pod says as a whole: owners, namespace, names, volumes, scheduling."""
-    spec = podview.spec(facts.pod)
+    spec = facts.spec
     for owner in facts.owners:
         yield _owner_text(owner.kind)
     yield _text("namespace", facts.namespace)
@@ -326,8 +342,7 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
         yield _text("label", key)
     account = podview.string(spec.get("serviceAccountName"))
     if account:
-        for word in words(account):
-            yield f"account:{word}"
+        yield from _account_signals(account)
     runtime = podview.string(spec.get("runtimeClassName"))
     if runtime:
         yield f"runtime:{runtime.lower()}"
@@ -415,7 +430,8 @@ def _named_after(name: str, repository: str, workload: frozenset[str]) -> bool:
 def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> PodSignals:
     """The pod's signals, reading each part of the pod once; with ``known``, only those."""
     seen: dict[str, str] = {}
-    containers = list(podview.containers(facts.pod))
+    spec = facts.spec
+    containers = list(podview.objects(spec.get("containers")))
     names = [podview.string(c.get("name")) or "" for c in containers]
     repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
     sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
@@ -438,13 +454,12 @@ def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> Pod
             sidecars.append(name or "?")
             continue
         where = f"container {name or '?'}"
-        for text in _container_signals(container, repository, known):
+        for text in _container_signals(container, name, repository, known):
             # A declared port, or a probe that reaches one (HTTP, gRPC, TCP), says it serves.
             if not serves and (text == "port:any" or text.startswith("probe:")):
                 serves = True
             if text not in seen and (known is None or text in known):
                 seen[text] = where
-    spec = podview.spec(facts.pod)
     for group in ("initContainers", "ephemeralContainers"):
         for container in podview.objects(spec.get(group)):
             if _privileged(container):

@@ -716,6 +716,38 @@ def test_the_fast_decoder_answers_for_real_reviews() -> None:
         assert _wire_review(wire) == _decoded(body(fixture(name)), whole=True), name
 
 
+def test_the_mutation_view_keeps_each_environment_variable_by_its_name_only() -> None:
+    """Evidence reads a container's variable names; each variable is built as the whole
+    decoder would give it with only its name kept (none when it has none)."""
+    env = [
+        {"name": "POSTGRES_DB", "value": "app"},
+        {"value": "nameless"},
+        {"name": None},
+        {"name": 5, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+    ]
+    document = review_with()
+    document["request"]["object"]["spec"]["containers"][0]["env"] = env
+
+    review = decode_review(body(document), objects="mutation")
+
+    assert review.request.object is not None
+    container = review.request.object["spec"]["containers"][0]
+    whole = _decode_document(body(document)).request.object
+    assert whole is not None
+    assert container["env"] == [
+        {key: value for key, value in variable.items() if key == "name"}
+        for variable in whole["spec"]["containers"][0]["env"]
+    ]
+    assert container["env"] == [
+        {"name": "POSTGRES_DB"},
+        {},
+        {"name": None},
+        {"name": 5},
+        {"name": "TOKEN"},
+    ]
+
+
 # --- hostile bodies -------------------------------------------------------------------------
 
 OBJECT_VIEWS: tuple[ObjectView, ...] = ("whole", "mutation", "validation")

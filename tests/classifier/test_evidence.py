@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 
 from classifier.config import ClassifierConfig, ClassifierConfigError
+from classifier.evidence import compile_evidence
 from classifier.evidence.signals import read_signals
 from classifier.facts import PodFacts
 from classifier.plan import Classifier, compile_classifier
+from classifier.templates import pod_from_template
 from classifier.types import JSONObject
+from tests.classifier import test_fixtures
 
 PROFILES = ["web-frontend", "api", "database", "streaming", "batch", "ml-training", "system"]
 
@@ -173,3 +176,22 @@ def test_weighing_reads_each_container_field_once() -> None:
     assert found.source == "evidence"
     fields = ("ports", "env", "args", "command", "readinessProbe", "securityContext", "resources")
     assert {key: container.reads.get(key, 0) for key in fields} == dict.fromkeys(fields, 1)
+
+
+def test_reading_only_the_known_signals_gives_the_known_part_of_every_signal() -> None:
+    """Weighing reads a pod with the table's signals (``known``), which leaves the others out
+    early (a container's environment by a cached intersection); on every fixture pod that is
+    exactly the part of a read without ``known`` that some weight names, each signal where it
+    was first read, and the same sidecars."""
+    evidence = compile_evidence(test_fixtures.classifier().config, [])
+    assert evidence is not None
+    known = evidence.known
+    for name, key in test_fixtures.all_templates():
+        pod = pod_from_template(test_fixtures.template(name, key), namespace="default")
+        namespace = str(pod["metadata"]["namespace"])
+        every = read_signals(PodFacts(pod, namespace=namespace))
+        only = read_signals(PodFacts(pod, namespace=namespace), known=known)
+        wanted = {text: where for text, where in every.signals.items() if text in known}
+        assert {t: w for t, w in only.signals.items() if t in known} == wanted, (name, key)
+        assert only.signals.keys() - known <= {"host:privileged"}, (name, key)
+        assert only.sidecars == every.sidecars, (name, key)

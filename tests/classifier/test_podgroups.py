@@ -122,8 +122,8 @@ def test_non_indexed_job_and_non_controller_owner_are_not_groups() -> None:
 
 
 class _Rule:
-    def claim(self, p: Mapping[str, Any]) -> GroupClaim | None:
-        name = p["metadata"].get("labels", {}).get("op/job")
+    def claim(self, p: Mapping[str, Any], labels: Mapping[str, str]) -> GroupClaim | None:
+        name = labels.get("op/job")
         return (
             None
             if name is None
