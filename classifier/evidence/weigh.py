@@ -32,17 +32,47 @@ class Item(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Weighing:
-    """What the evidence says: the winning profile (or None) and every counted signal."""
+    """What the evidence says: the winning profile (or None) and every counted signal.
+
+    ``counted`` keeps each signal the table names as it was read: the signal, where it was
+    read, and the table's entries for it. The reason (:meth:`describe`) names only a few
+    signals, so one :class:`Item` per signal and profile is built only when :attr:`items` is
+    asked for.
+    """
 
     profile: str | None
     scores: Mapping[str, int]
-    items: tuple[Item, ...]
+    counted: tuple[tuple[str, str, tuple[tuple[str, int], ...]], ...]
     threshold: int
     sidecars: tuple[str, ...] = ()
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        """Every signal counted for a profile, in the order the signals were read."""
+        # A profile is in ``scores`` exactly when it is allowed and some signal counted for it.
+        scores = self.scores
+        return tuple(
+            Item(profile, signal, weight, where)
+            for signal, where, entries in self.counted
+            for profile, weight in entries
+            if profile in scores
+        )
 
     def ranking(self) -> list[tuple[str, int]]:
         """Profiles by total, the winner first among equal totals (a tie it won), then by name."""
         return sorted(self.scores.items(), key=lambda kv: (-kv[1], kv[0] != self.profile, kv[0]))
+
+    def _signals_of(self, profile: str) -> list[tuple[str, int, str]]:
+        """(signal, weight, where) of each non-zero signal counted for ``profile``, heaviest
+        first, then by signal (as :attr:`items` would give them, filtered and sorted)."""
+        found = [
+            (signal, weight, where)
+            for signal, where, entries in self.counted
+            for name, weight in entries
+            if name == profile and weight
+        ]
+        found.sort(key=_heaviest_first)
+        return found
 
     def describe(self, *, explain: bool = False, limit: int = 4) -> str:
         """The evidence in words, each signal with its weight: the leading profile's heaviest
@@ -54,13 +84,11 @@ class Weighing:
         shown = ranking if explain else ranking[:1]
         parts = []
         for profile, score in shown:
-            items = sorted(
-                (i for i in self.items if i.profile == profile and i.weight),
-                key=lambda i: (-i.weight, i.signal),
-            )
+            items = self._signals_of(profile)
             listed = items if explain else items[:limit]
             text = ", ".join(
-                f"{i.signal} {i.weight:+d}" + (f" ({i.where})" if explain else "") for i in listed
+                f"{signal} {weight:+d}" + (f" ({where})" if explain else "")
+                for signal, weight, where in listed
             )
             if len(listed) < len(items):
                 text += f", +{len(items) - len(listed)} more"
@@ -70,6 +98,10 @@ class Weighing:
             parts.append(f"next {runner} {score}")
         tail = f"; sidecars set aside: {', '.join(self.sidecars)}" if self.sidecars else ""
         return "; ".join(parts) + tail
+
+
+def _heaviest_first(found: tuple[str, int, str]) -> tuple[int, str]:
+    return -found[1], found[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +122,16 @@ class Evidence:
         found = read_signals(facts, known=self.known)
         scores: dict[str, int] = {}
         heaviest: dict[str, int] = {}
-        items: list[Item] = []
+        counted: list[tuple[str, str, tuple[tuple[str, int], ...]]] = []
         table = self.table
         for text, where in found.signals.items():
             entries = table.get(text)
             if entries is None:
                 continue
+            counted.append((text, where, entries))
             for profile, weight in entries:
                 if allowed is not None and profile not in allowed:
                     continue
-                items.append(Item(profile, text, weight, where))
                 scores[profile] = scores.get(profile, 0) + weight
                 heaviest[profile] = max(heaviest.get(profile, 0), weight)
         rank = self.rank
@@ -109,7 +141,7 @@ class Evidence:
             default=None,
         )
         winner = best if best is not None and scores[best] >= self.threshold else None
-        return Weighing(winner, scores, tuple(items), self.threshold, found.sidecars)
+        return Weighing(winner, scores, tuple(counted), self.threshold, found.sidecars)
 
 
 def compile_evidence(cfg: ClassifierConfig, problems: list[ClassifierProblem]) -> Evidence | None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from classifier.config import ClassifierConfig, ClassifierConfigError
-from classifier.evidence import compile_evidence
+from classifier.evidence import Item, Weighing, compile_evidence
 from classifier.evidence.signals import read_signals
 from classifier.facts import PodFacts
 from classifier.plan import Classifier, compile_classifier
@@ -195,3 +195,57 @@ def test_reading_only_the_known_signals_gives_the_known_part_of_every_signal() -
         assert {t: w for t, w in only.signals.items() if t in known} == wanted, (name, key)
         assert only.signals.keys() - known <= {"host:privileged"}, (name, key)
         assert only.sidecars == every.sidecars, (name, key)
+
+
+def _described_from_items(
+    weighing: Weighing, items: list[Item], *, explain: bool, limit: int = 4
+) -> str:
+    """The reason as it was built from every counted :class:`~classifier.evidence.Item`."""
+    ranking = [(p, s) for p, s in weighing.ranking() if s > 0]
+    if not ranking:
+        return ""
+    parts = []
+    for profile, score in ranking if explain else ranking[:1]:
+        listed_items = sorted(
+            (i for i in items if i.profile == profile and i.weight),
+            key=lambda i: (-i.weight, i.signal),
+        )
+        listed = listed_items if explain else listed_items[:limit]
+        text = ", ".join(
+            f"{i.signal} {i.weight:+d}" + (f" ({i.where})" if explain else "") for i in listed
+        )
+        if len(listed) < len(listed_items):
+            text += f", +{len(listed_items) - len(listed)} more"
+        parts.append(f"{profile} {score} ({text})")
+    if not explain and len(ranking) > 1:
+        parts.append(f"next {ranking[1][0]} {ranking[1][1]}")
+    tail = f"; sidecars set aside: {', '.join(weighing.sidecars)}" if weighing.sidecars else ""
+    return "; ".join(parts) + tail
+
+
+@pytest.mark.parametrize(
+    "allowed", [None, frozenset({"api", "batch", "general"})], ids=["all", "some"]
+)
+def test_the_reason_read_from_the_signals_is_the_one_built_from_every_item(
+    allowed: frozenset[str] | None,
+) -> None:
+    """The reason reads the counted signals without building an item per signal and profile:
+    on every fixture pod, with every profile allowed or a few, the items asked for are those
+    an item per allowed entry of each signal read gives, and the reason is the text they
+    give."""
+    evidence = compile_evidence(test_fixtures.classifier().config, [])
+    assert evidence is not None
+    for name, key in test_fixtures.all_templates():
+        pod = pod_from_template(test_fixtures.template(name, key), namespace="default")
+        facts = PodFacts(pod, namespace=str(pod["metadata"]["namespace"]))
+        weighing = evidence.weigh(facts, allowed=allowed)
+        items = [
+            Item(profile, signal, weight, where)
+            for signal, where in read_signals(facts, known=evidence.known).signals.items()
+            for profile, weight in evidence.table.get(signal, ())
+            if allowed is None or profile in allowed
+        ]
+        assert list(weighing.items) == items, (name, key)
+        for explain in (False, True):
+            wanted = _described_from_items(weighing, items, explain=explain)
+            assert weighing.describe(explain=explain) == wanted, (name, key, explain)
