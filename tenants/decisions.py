@@ -94,6 +94,7 @@ from tenants.quota import (
     denial_message,
     format_over,
     headroom,
+    over_ceiling,
 )
 from tenants.resourcenames import limit_keys
 from tenants.verdicts import AdmissionInput, Verdict
@@ -1155,22 +1156,24 @@ class PolicyAdmitter:
         borrowing: bool = False,
     ) -> list[str]:
         requested = [name for name, q in amount.items() if q.nanos > 0]
-        room = headroom(tenant.quota, booking.ledger, resources=requested)
         if booking.decision.tier == "burst":
+            room = headroom(tenant.quota, booking.ledger, resources=requested)
             left = format_list(room.left) or "none"
             return [
                 f"tenant {tenant.name} is above its guarantee: admitted on burst capacity "
                 f"(burst left {left}); priority class {class_name}, may be preempted"
             ]
-        if room.over:
+        # A guaranteed pod's warning names only what is over the ceiling, if anything.
+        over = over_ceiling(tenant.quota, booking.ledger, resources=requested)
+        if over:
             if borrowing:
                 return [
                     f"tenant {tenant.name}'s guaranteed pods take back room its own burst "
-                    f"pods use ({format_over(room.over)}): those are among the first to be "
+                    f"pods use ({format_over(over)}): those are among the first to be "
                     "preempted"
                 ]
             return [
-                f"tenant {tenant.name} is above its burst ceiling ({format_over(room.over)}): "
+                f"tenant {tenant.name} is above its burst ceiling ({format_over(over)}): "
                 "its burst pods are the first to be preempted"
             ]
         return []

@@ -207,6 +207,25 @@ class Headroom:
     over: dict[str, tuple[Quantity, Quantity]] = field(default_factory=dict)
 
 
+def over_ceiling(
+    quota: Quota, ledger: TenantLedger, *, resources: Iterable[str]
+) -> dict[str, tuple[Quantity, Quantity]]:
+    """Those of ``resources`` whose total usage is above the ceiling: (total, ceiling).
+
+    :attr:`Headroom.over` without working out what is left of the others (a guaranteed
+    admission's warning names only what is over).
+    """
+    over: dict[str, tuple[Quantity, Quantity]] = {}
+    for name in resources:
+        limit = quota.ceiling.get(name)
+        if limit is None:
+            continue
+        total = ledger.guaranteed.get(name, _ZERO) + ledger.burst.get(name, _ZERO)
+        if total > limit:
+            over[name] = (total, limit)
+    return over
+
+
 def headroom(quota: Quota, ledger: TenantLedger, *, resources: Iterable[str]) -> Headroom:
     """Burst left (ceiling - total usage) for ``resources``, and those above their ceiling."""
     left: dict[str, Quantity] = {}
@@ -242,5 +261,6 @@ __all__ = [
     "format_list",
     "format_over",
     "headroom",
+    "over_ceiling",
     "scale",
 ]

@@ -17,6 +17,7 @@ from tenants.quota import (
     denial_message,
     format_over,
     headroom,
+    over_ceiling,
     scale,
 )
 
@@ -242,6 +243,18 @@ def test_headroom_reports_left_and_over() -> None:
     assert room.left == rl(memory="11Gi")
     assert room.over == {"cpu": (q("7"), q("6"))}
     assert format_over(room.over) == "cpu=7/6"
+
+
+@pytest.mark.parametrize(
+    ("guaranteed", "burst"),
+    [("5", "2"), ("1", "0"), ("6", "0"), ("0", "7")],
+)
+def test_over_ceiling_is_the_headroom_over(guaranteed: str, burst: str) -> None:
+    """A guaranteed admission's warning reads only what is over: the same as the headroom's."""
+    state = ledger(rl(cpu=guaranteed, memory="13Gi"), rl(cpu=burst))
+    resources = ["cpu", "memory", "pods", "x"]
+    expected = headroom(TEAM_A, state, resources=resources).over
+    assert over_ceiling(TEAM_A, state, resources=resources) == expected
 
 
 def test_check_does_not_touch_its_inputs() -> None:
