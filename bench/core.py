@@ -312,8 +312,8 @@ def stage_costs(point: Point, *, policy: Policy, pairs: int) -> dict[str, float]
         if tenant is None:
             raise RuntimeError(f"{pair.namespace} belongs to no tenant")
         started = clock()
-        planned = tenant.classifier.plan(
-            pod, namespace=pair.namespace, allowed_profiles=tenant.allowed_profiles
+        planned = tenant.classifier.plan(  # as /mutate plans: no notes
+            pod, namespace=pair.namespace, allowed_profiles=tenant.allowed_profiles, notes=False
         )
         middle = clock()
         pod_requests(planned.mutated)

@@ -130,8 +130,13 @@ class Classifier:
         namespace: str,
         allowed_profiles: frozenset[str] | None = None,
         explain: bool = False,
+        notes: bool = True,
     ) -> Plan:
-        """Classify ``pod`` and return it with its profile applied; ``pod`` is not modified."""
+        """Classify ``pod`` and return it with its profile applied; ``pod`` is not modified.
+
+        ``notes=False`` leaves :attr:`Plan.notes` empty: the admission path answers without
+        them (only ``tenantgate review`` shows them), so their text is not written.
+        """
         classification = self.classify(
             pod, namespace=namespace, allowed_profiles=allowed_profiles, explain=explain
         )
@@ -144,14 +149,14 @@ class Classifier:
         had_spec = isinstance(pod.get("spec"), dict)
         mutated["metadata"] = meta
         mutated["spec"] = dict(podview.spec(pod))
-        notes: list[str] = list(classification.skipped)
-        changed = apply_profile(mutated, self._profiles[classification.profile], notes=notes)
+        written: list[str] | None = list(classification.skipped) if notes else None
+        changed = apply_profile(mutated, self._profiles[classification.profile], notes=written)
         changed |= _annotate(mutated["metadata"], classification)
         if not had_spec and not mutated["spec"]:
             del mutated["spec"]
         if not had_metadata and not mutated["metadata"]:
             del mutated["metadata"]
-        return Plan(classification, mutated, tuple(notes), changed)
+        return Plan(classification, mutated, tuple(written or ()), changed)
 
     def with_profile_overrides(
         self, overrides: Mapping[str, ProfileOverrideSpec], *, path: str = "profileOverrides"

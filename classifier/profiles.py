@@ -255,11 +255,12 @@ def _is_unset(value: Any) -> bool:
 # --------------------------------------------------------------------------- applying
 
 
-def apply_profile(pod: JSONObject, profile: CompiledProfile, *, notes: list[str]) -> bool:
+def apply_profile(pod: JSONObject, profile: CompiledProfile, *, notes: list[str] | None) -> bool:
     """Apply ``profile`` to ``pod`` (see the module docstring for what may be written).
 
     Returns whether anything changed; appends a plain-words line to ``notes`` for every
-    decision a user may wonder about.
+    decision a user may wonder about (with ``notes`` None, as on the admission path, where
+    nothing reads them, the lines are not written).
     """
     spec_obj: JSONObject = pod["spec"]
     meta: JSONObject = pod["metadata"]
@@ -280,7 +281,7 @@ def apply_profile(pod: JSONObject, profile: CompiledProfile, *, notes: list[str]
 
 
 def _apply_map(
-    meta: JSONObject, field_name: str, profile: CompiledProfile, *, notes: list[str]
+    meta: JSONObject, field_name: str, profile: CompiledProfile, *, notes: list[str] | None
 ) -> bool:
     wanted: Mapping[str, str] = getattr(profile.spec, field_name)
     if not wanted:
@@ -294,19 +295,22 @@ def _apply_map(
             if updated is None:
                 updated = dict(have)
             updated[key] = value
-        elif have[key] != value:
+        elif notes is not None and have[key] != value:
             notes.append(
                 f"kept {field_name[:-1]} {key}={have[key]} set by the pod (profile: {value})"
             )
     if updated is None:
         return False
     meta[field_name] = updated
-    added = ", ".join(f"{k}={v}" for k, v in updated.items() if have.get(k) != v)
-    notes.append(f"{field_name} set: {added}")
+    if notes is not None:
+        added = ", ".join(f"{k}={v}" for k, v in updated.items() if have.get(k) != v)
+        notes.append(f"{field_name} set: {added}")
     return True
 
 
-def _apply_scheduler(spec_obj: JSONObject, profile: CompiledProfile, *, notes: list[str]) -> bool:
+def _apply_scheduler(
+    spec_obj: JSONObject, profile: CompiledProfile, *, notes: list[str] | None
+) -> bool:
     wanted = profile.spec.schedulerName
     if wanted is None:
         return False
@@ -316,32 +320,36 @@ def _apply_scheduler(spec_obj: JSONObject, profile: CompiledProfile, *, notes: l
     # The API server defaults an empty schedulerName to default-scheduler before admission,
     # so that value cannot be told apart from "not set" and is treated as not set.
     if current not in (None, "", DEFAULT_SCHEDULER) and "schedulerName" not in profile.enforce:
-        notes.append(f"kept schedulerName {current} set by the pod (profile: {wanted})")
+        if notes is not None:
+            notes.append(f"kept schedulerName {current} set by the pod (profile: {wanted})")
         return False
     spec_obj["schedulerName"] = wanted
-    notes.append(f"schedulerName set to {wanted}")
+    if notes is not None:
+        notes.append(f"schedulerName set to {wanted}")
     return True
 
 
-def _apply_priority(pod: JSONObject, profile: CompiledProfile, *, notes: list[str]) -> bool:
+def _apply_priority(pod: JSONObject, profile: CompiledProfile, *, notes: list[str] | None) -> bool:
     if profile.priority is None:
         return False
     name, resolved = profile.priority
     current = podview.string(podview.spec(pod).get("priorityClassName"))
     if current and current != name and "priorityClassName" not in profile.enforce:
-        notes.append(f"kept priorityClassName {current} set by the pod (profile: {name})")
+        if notes is not None:
+            notes.append(f"kept priorityClassName {current} set by the pod (profile: {name})")
         return False
-    if set_priority_class(pod, name=name, spec=resolved):
+    if not set_priority_class(pod, name=name, spec=resolved):
+        return False
+    if notes is not None:
         notes.append(
             f"priorityClassName set to {name} (priority {resolved.value}, "
             f"preemptionPolicy {resolved.preemptionPolicy})"
         )
-        return True
-    return False
+    return True
 
 
 def _apply_node_selector(
-    spec_obj: JSONObject, profile: CompiledProfile, *, notes: list[str]
+    spec_obj: JSONObject, profile: CompiledProfile, *, notes: list[str] | None
 ) -> bool:
     wanted = profile.spec.nodeSelector
     if not wanted:
@@ -349,17 +357,20 @@ def _apply_node_selector(
     current = spec_obj.get("nodeSelector")
     have: Mapping[str, Any] = current if isinstance(current, dict) else {}
     if have and "nodeSelector" not in profile.enforce:
-        if any(have.get(k) != v for k, v in wanted.items()):
+        if notes is not None and any(have.get(k) != v for k, v in wanted.items()):
             notes.append("kept the pod's own nodeSelector (profile nodeSelector not applied)")
         return False
     if all(have.get(k) == v for k, v in wanted.items()):
         return False
     spec_obj["nodeSelector"] = {**have, **wanted}
-    notes.append("nodeSelector set: " + ", ".join(f"{k}={v}" for k, v in wanted.items()))
+    if notes is not None:
+        notes.append("nodeSelector set: " + ", ".join(f"{k}={v}" for k, v in wanted.items()))
     return True
 
 
-def _apply_tolerations(spec_obj: JSONObject, profile: CompiledProfile, *, notes: list[str]) -> bool:
+def _apply_tolerations(
+    spec_obj: JSONObject, profile: CompiledProfile, *, notes: list[str] | None
+) -> bool:
     if not profile.tolerations:
         return False
     current = spec_obj.get("tolerations")
@@ -371,11 +382,12 @@ def _apply_tolerations(spec_obj: JSONObject, profile: CompiledProfile, *, notes:
             continue
         existing.append(clone(rendered))
         keys.append(key)
-        added.append(describe_toleration(key))
+        added.append(key)
     if not added:
         return False
     spec_obj["tolerations"] = existing
-    notes.append("tolerations added: " + ", ".join(added))
+    if notes is not None:
+        notes.append("tolerations added: " + ", ".join(describe_toleration(k) for k in added))
     return True
 
 
@@ -400,14 +412,19 @@ def _no_selector_note(what: str) -> str:
 
 
 def _apply_spread(
-    spec_obj: JSONObject, profile: CompiledProfile, *, labels: Mapping[str, str], notes: list[str]
+    spec_obj: JSONObject,
+    profile: CompiledProfile,
+    *,
+    labels: Mapping[str, str],
+    notes: list[str] | None,
 ) -> bool:
     if not profile.spread:
         return False
     selector = sibling_selector(labels)
     if not selector:
-        for constraint, _ in profile.spread:
-            notes.append(_no_selector_note(f"spread over {constraint.topologyKey}"))
+        if notes is not None:
+            for constraint, _ in profile.spread:
+                notes.append(_no_selector_note(f"spread over {constraint.topologyKey}"))
         return False
     template_hash = POD_TEMPLATE_HASH in labels
     current = spec_obj.get("topologySpreadConstraints")
@@ -422,7 +439,7 @@ def _apply_spread(
             if isinstance(item, dict) and item.get("topologyKey") == constraint.topologyKey
         ]
         if same_key and not enforce:
-            if all(existing[i] != rendered for i in same_key):
+            if notes is not None and all(existing[i] != rendered for i in same_key):
                 notes.append(
                     f"kept the pod's own spread over {constraint.topologyKey} "
                     "(profile constraint not applied)"
@@ -433,11 +450,12 @@ def _apply_spread(
         existing = [item for i, item in enumerate(existing) if i not in same_key]
         existing.append(rendered)
         changed = True
-        notes.append(
-            f"spread over {constraint.topologyKey} (maxSkew {constraint.maxSkew}, "
-            f"{constraint.whenUnsatisfiable}) among pods with "
-            + ", ".join(f"{k}={v}" for k, v in selector.items())
-        )
+        if notes is not None:
+            notes.append(
+                f"spread over {constraint.topologyKey} (maxSkew {constraint.maxSkew}, "
+                f"{constraint.whenUnsatisfiable}) among pods with "
+                + ", ".join(f"{k}={v}" for k, v in selector.items())
+            )
     if changed:
         spec_obj["topologySpreadConstraints"] = existing
     return changed
@@ -492,7 +510,11 @@ def _render_pod_affinity(
 
 
 def _apply_affinity(
-    spec_obj: JSONObject, profile: CompiledProfile, *, labels: Mapping[str, str], notes: list[str]
+    spec_obj: JSONObject,
+    profile: CompiledProfile,
+    *,
+    labels: Mapping[str, str],
+    notes: list[str] | None,
 ) -> bool:
     affinity_spec = profile.spec.affinity
     if affinity_spec is None:
@@ -524,10 +546,11 @@ def _apply_affinity(
         existing = have.get(what)
         present = isinstance(existing, dict) and bool(existing)
         if present and not enforce:
-            if rendered is not None and existing != rendered:
+            if notes is not None and rendered is not None and existing != rendered:
                 notes.append(f"kept the pod's own {what} (profile {what} not applied)")
             continue
-        notes.extend(skipped)
+        if notes is not None:
+            notes.extend(skipped)
         if not rendered:
             continue
         merged: Any
@@ -542,7 +565,8 @@ def _apply_affinity(
         if updated is None:
             updated = dict(have)
         updated[what] = merged
-        notes.append(f"{what} set from profile {profile.name}")
+        if notes is not None:
+            notes.append(f"{what} set from profile {profile.name}")
     if updated is None:
         return False
     spec_obj["affinity"] = updated

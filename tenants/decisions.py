@@ -722,7 +722,7 @@ class PolicyAdmitter:
 
         try:
             plan = tenant.classifier.plan(
-                pod, namespace=namespace, allowed_profiles=tenant.allowed_profiles
+                pod, namespace=namespace, allowed_profiles=tenant.allowed_profiles, notes=False
             )
         except PodResourceError as exc:
             return _bad_request(str(exc))

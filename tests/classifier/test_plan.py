@@ -17,9 +17,11 @@ from classifier.config import (
     ClassifierConfigError,
     ProfileOverrideSpec,
 )
-from classifier.plan import Classifier, compile_classifier
+from classifier.plan import Classifier, Plan, compile_classifier
 from classifier.profiles import selector_matches, toleration_key
+from classifier.templates import pod_from_template
 from classifier.types import JSONObject
+from tests.classifier import test_fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -451,6 +453,7 @@ def check_plan_properties(classifier: Classifier, pod: JSONObject, namespace: st
     assert second.mutated == first.mutated
     assert second.changed is False
     assert second.classification.profile == first.classification.profile
+    check_plan_without_notes(classifier, pod, namespace, first)
 
     mutated = first.mutated
     tolerations = list(podview.objects(podview.spec(mutated).get("tolerations")))
@@ -465,6 +468,27 @@ def check_plan_properties(classifier: Classifier, pod: JSONObject, namespace: st
     for term in podview.objects(anti.get("requiredDuringSchedulingIgnoredDuringExecution")):
         if term.get("topologyKey") == "kubernetes.io/hostname":
             assert selector_matches(podview.obj(term.get("labelSelector")), labels)
+
+
+def check_plan_without_notes(
+    classifier: Classifier, pod: JSONObject, namespace: str, planned: Plan
+) -> None:
+    """The admission path plans without notes: the same pod, change and classification."""
+    quiet = classifier.plan(pod, namespace=namespace, notes=False)
+    assert quiet.notes == ()
+    assert quiet.mutated == planned.mutated
+    assert quiet.changed == planned.changed
+    assert quiet.classification == planned.classification
+
+
+def test_planning_without_notes_gives_the_same_plan_on_every_fixture_pod() -> None:
+    classifier = test_fixtures.classifier()
+    for name, key in test_fixtures.all_templates():
+        pod = pod_from_template(test_fixtures.template(name, key), namespace="default")
+        namespace = str(pod["metadata"]["namespace"])
+        check_plan_without_notes(
+            classifier, pod, namespace, classifier.plan(pod, namespace=namespace)
+        )
 
 
 NAMESPACES = st.sampled_from(["default", "kube-system", "team-a", "ml"])
