@@ -22,7 +22,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
@@ -501,6 +501,39 @@ def _without_default_class(pod: JSONObject, global_default: str | None) -> JSONO
     bare = dict(pod)
     bare["spec"] = {key: value for key, value in spec.items() if key not in _PRIORITY_FIELDS}
     return bare
+
+
+class _Marks(NamedTuple):
+    """What tenantgate's /mutate wrote into a pod's metadata, as /validate reads it."""
+
+    tenant: str | None  # the tenant label
+    tier: str | None  # the tier label
+    reservation_id: str | None  # the reservation annotation, when it is a well-formed id
+    # The tier a dry-run's own /mutate chose. Only a dry-run's /mutate writes it (and /mutate
+    # strips it from real requests): a real request never reads it, so forging it gains nothing.
+    dry_run_tier: Tier | None
+
+
+def _read_marks(pod: Mapping[str, Any], *, dry_run: bool) -> _Marks:
+    """The pod's :class:`_Marks`, its labels and annotations read once."""
+    meta = podview.metadata(pod)
+    labels = podview.obj(meta.get("labels"))
+    annotations = podview.obj(meta.get("annotations"))
+    reservation_id = podview.string(annotations.get(RESERVATION_ANNOTATION))
+    if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
+        reservation_id = None
+    written = podview.string(annotations.get(DRY_RUN_TIER_ANNOTATION)) if dry_run else None
+    dry_run_tier: Tier | None = None
+    if written == "guaranteed":
+        dry_run_tier = "guaranteed"
+    elif written == "burst":
+        dry_run_tier = "burst"
+    return _Marks(
+        podview.string(labels.get(TENANT_LABEL)),
+        podview.string(labels.get(TIER_LABEL)),
+        reservation_id,
+        dry_run_tier,
+    )
 
 
 def _meta_string(pod: Mapping[str, Any], field: str, key: str) -> str | None:
@@ -1258,10 +1291,10 @@ class PolicyAdmitter:
         tenant = self._tenant(policy, namespace)
         if tenant is None:
             return self._unclaimed(policy, namespace)
-        label_tenant = _meta_string(pod, "labels", TENANT_LABEL)
-        if label_tenant is not None and label_tenant != tenant.name:
+        marks = _read_marks(pod, dry_run=request.dry_run)
+        if marks.tenant is not None and marks.tenant != tenant.name:
             return _retry(
-                f"label {TENANT_LABEL}={label_tenant} does not match tenant {tenant.name} "
+                f"label {TENANT_LABEL}={marks.tenant} does not match tenant {tenant.name} "
                 f"of namespace {namespace}; retry"
             )
         amount = _exact_request(pod, limits=tenant.quota.has_limits)
@@ -1297,24 +1330,14 @@ class PolicyAdmitter:
             if denial is not None:
                 return denial
 
-        reservation_id = _meta_string(pod, "annotations", RESERVATION_ANNOTATION)
-        if reservation_id is not None and not _RESERVATION_ID_RE.match(reservation_id):
-            reservation_id = None
-        label_tier = _meta_string(pod, "labels", TIER_LABEL)
-        # Only a dry-run's own /mutate writes it (and /mutate strips it from real requests): a
-        # real request never reads it, so forging it gains nothing.
-        mutated = _meta_string(pod, "annotations", DRY_RUN_TIER_ANNOTATION)
-        mutated_tier: Tier | None = None
-        if request.dry_run and mutated == "guaranteed":
-            mutated_tier = "guaranteed"
-        elif request.dry_run and mutated == "burst":
-            mutated_tier = "burst"
+        reservation_id, label_tier = marks.reservation_id, marks.tier
         pod_uid = podview.uid(pod) or f"request-{request.uid}"
         member = _group_member(pod, policy.group_rules(tenant, None))
         if isinstance(member, Verdict):
             return member
+        gated = has_gate(spec)
         if member is not None:
-            if not has_gate(spec):
+            if not gated:
                 # Only /mutate gates a pod; an ungated member would run before its group is
                 # booked.
                 return _retry(
@@ -1323,12 +1346,12 @@ class PolicyAdmitter:
                     "fits, and tenantgate's mutating webhook did not gate it; retry"
                 )
             tenant = _group_waiting(tenant)
-        if has_gate(spec) or label_tier == QUEUED_TIER:
+        if gated or label_tier == QUEUED_TIER:
             return await self._validate_queued_create(
                 request,
                 tenant,
                 amount,
-                gated=has_gate(spec),
+                gated=gated,
                 entry_id=reservation_id,
                 pod_uid=pod_uid,
                 class_name=class_name,
@@ -1351,7 +1374,7 @@ class PolicyAdmitter:
                 dry_run=request.dry_run,
                 now=now,
                 ttl=policy.reservation_ttl,
-                mutated_tier=mutated_tier,
+                mutated_tier=marks.dry_run_tier,
             ),
             commit=not request.dry_run,
         )
