@@ -51,8 +51,10 @@ CONFIG ?= examples/tenantgate.yaml
 cluster: install
 	$(BIN)/python -m testcluster up --config $(CONFIG)
 
+# PYTHONDONTWRITEBYTECODE is cleared so that pytest and every tenantgate process the tests
+# start reuse compiled modules and pytest's rewritten tests instead of compiling them each time.
 test: install kube
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 format: install
 	$(BIN)/ruff format .
