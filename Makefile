@@ -51,8 +51,11 @@ CONFIG ?= examples/tenantgate.yaml
 cluster: install
 	$(BIN)/python -m testcluster up --config $(CONFIG)
 
+# Two workers: the control-plane tests stay on one (the xdist group "kube", tests/conftest.py)
+# while the others run on the second. PYTHONDONTWRITEBYTECODE is cleared so that the workers and
+# every tenantgate process the tests start reuse compiled modules and pytest's rewritten tests.
 test: install kube
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 format: install
 	$(BIN)/ruff format .

@@ -6,7 +6,9 @@
 registered (``testcluster.Cluster.serve``); :func:`create_namespace` gives a test its
 namespace in the shared cluster; :func:`installed_crds` installs CustomResourceDefinitions
 for one test (tests/fixtures/crds). :class:`RejectingWebhook` is a later admission step that
-denies what a test tells it to.
+denies what a test tells it to. :func:`create_or_deny` creates a pod the way the concurrent
+tests count outcomes; :data:`PODS_QUOTA_CONFIG` and :func:`one_tenant_config` are the configs
+several test modules share.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import random
 import threading
 import time
 import urllib.error
@@ -492,6 +495,81 @@ def pod(
             ]
         },
     }
+
+
+# Answers that tell a client to try again: a conflict, throttling, the API server or a webhook
+# unavailable for a moment.
+RETRYABLE = frozenset({409, 429, 500, 503, 504})
+
+
+def create_or_deny(core: Any, body: dict[str, Any]) -> str:
+    """Create the pod ``body`` (its metadata names its namespace): ``created`` or ``denied``
+    (over quota), retrying answers that say to retry."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    for attempt in range(60):
+        try:
+            core.create_namespaced_pod(namespace, body, _request_timeout=30)
+        except client.ApiException as exc:
+            answer = json.loads(exc.body) if exc.body else {}
+            reason, message = answer.get("reason", ""), answer.get("message", "")
+            if exc.status == 409 and reason == "AlreadyExists":
+                return "created"  # an earlier attempt went through and its answer was lost
+            if exc.status == 403 and "exceeded tenant quota" in message:
+                return "denied"
+            if exc.status in RETRYABLE:
+                time.sleep(random.uniform(0.01, 0.05) * min(attempt + 1, 10))
+                continue
+            raise AssertionError(f"{name}: unexpected answer {exc.status}: {message}") from exc
+        except Exception:  # a connection reset: the outcome is unknown, ask again
+            time.sleep(0.05)
+            continue
+        return "created"
+    raise AssertionError(f"{namespace}/{name}: still told to retry after 60 attempts")
+
+
+# The replica tests' config template (``test_ha.ha_cluster`` formats it with ``ttl``,
+# ``guaranteed``, ``ceiling`` and ``backend``): tenant team-a guaranteed ``guaranteed`` pods. A
+# test appends lines of its own to team-a's quota (six spaces) or to team-a (four).
+PODS_QUOTA_CONFIG = """\
+apiVersion: tenantgate.io/v1alpha1
+kind: TenantgateConfig
+priorityClasses:
+  tenant-burst: {{value: 10, preemptionPolicy: Never}}
+  tenant-guaranteed: {{value: 1000}}
+profiles: {{general: {{}}}}
+reservationTTLSeconds: {ttl}
+ledger: {{backend: {backend}}}
+tenants:
+  team-a:
+    namespaces: [team-a]
+    quota:
+      guaranteed: {{pods: "{guaranteed}"}}
+"""
+
+
+def one_tenant_config(tenant: str, *, cpu: str) -> str:
+    """A config of one tenant, ``tenant`` (the namespace of that name), guaranteed ``cpu``;
+    no reservation expires during a test."""
+    return f"""\
+apiVersion: tenantgate.io/v1alpha1
+kind: TenantgateConfig
+priorityClasses:
+  tenant-burst: {{value: 10, preemptionPolicy: Never}}
+  tenant-guaranteed: {{value: 1000}}
+profiles: {{general: {{}}}}
+reservationTTLSeconds: 3600
+tenants:
+  {tenant}:
+    namespaces: [{tenant}]
+    quota: {{guaranteed: {{cpu: "{cpu}"}}}}
+"""
+
+
+def write_config(directory: Path, text: str) -> Path:
+    """``text`` as ``directory``/tenantgate.yaml: what the ``config_file`` fixture returns."""
+    path = directory / "tenantgate.yaml"
+    path.write_text(text)
+    return path
 
 
 @contextmanager

@@ -10,10 +10,8 @@ next lease holder's recount.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +23,8 @@ from kubernetes import client
 
 from tenants.kube.ledgerstore import GROUP, PLURAL, VERSION
 from testcluster import Cluster
-from tests.integration.harness import api_client, create_namespace, eventually
-from tests.integration.test_ha import RETRYABLE, HACluster, _recounts, ha_cluster
+from tests.integration.harness import api_client, create_namespace, create_or_deny, eventually
+from tests.integration.test_ha import HACluster, _recounts, ha_cluster
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -79,29 +77,6 @@ def pod(name: str, namespace: str) -> dict[str, Any]:
             ]
         },
     }
-
-
-def create_pod(core: Any, namespace: str, name: str) -> str:
-    """``created`` or ``denied`` (over quota), retrying answers that say to retry."""
-    for attempt in range(60):
-        try:
-            core.create_namespaced_pod(namespace, pod(name, namespace), _request_timeout=30)
-        except client.ApiException as exc:
-            body = json.loads(exc.body) if exc.body else {}
-            reason, message = body.get("reason", ""), body.get("message", "")
-            if exc.status == 409 and reason == "AlreadyExists":
-                return "created"
-            if exc.status == 403 and "exceeded tenant quota" in message:
-                return "denied"
-            if exc.status in RETRYABLE:
-                time.sleep(random.uniform(0.01, 0.05) * min(attempt + 1, 10))
-                continue
-            raise AssertionError(f"{name}: unexpected answer {exc.status}: {message}") from exc
-        except Exception:  # a connection reset: the outcome is unknown, ask again
-            time.sleep(0.05)
-            continue
-        return "created"
-    raise AssertionError(f"{namespace}/{name}: still told to retry after 60 attempts")
 
 
 def pods_by_tenant(cluster: HACluster) -> dict[str, Counter[str]]:
@@ -162,7 +137,8 @@ def test_600_creates_across_a_cohort_with_the_leader_killed_never_over_lend(
     killed = threading.Event()
 
     def one(item: tuple[str, str]) -> None:
-        outcome = create_pod(core, *item)
+        namespace, name = item
+        outcome = create_or_deny(core, pod(name, namespace))
         with lock:
             outcomes[outcome] += 1
             done = sum(outcomes.values())

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import random
 import signal
 import sys
 import tempfile
@@ -47,8 +46,10 @@ from tenants.kube.ledgerstore import GROUP, PLURAL, VERSION
 from tenants.ledger import ledger_from_json
 from testcluster import Cluster
 from tests.integration.harness import (
+    PODS_QUOTA_CONFIG,
     api_client,
     create_namespace,
+    create_or_deny,
     eventually,
     installed_cluster,
     wait_webhooks_active,
@@ -65,22 +66,7 @@ TTL_SECONDS = 8
 # seconds: the waits are generous, and no figure here is a timing threshold.
 pytestmark = pytest.mark.timeout(900)
 
-CONFIG = """\
-apiVersion: tenantgate.io/v1alpha1
-kind: TenantgateConfig
-priorityClasses:
-  tenant-burst: {{value: 10, preemptionPolicy: Never}}
-  tenant-guaranteed: {{value: 1000}}
-profiles: {{general: {{}}}}
-reservationTTLSeconds: {ttl}
-ledger: {{backend: {backend}}}
-tenants:
-  team-a:
-    namespaces: [team-a]
-    quota:
-      guaranteed: {{pods: "{guaranteed}"}}
-      burst: {{max: {{pods: "{ceiling}"}}}}
-"""
+CONFIG = PODS_QUOTA_CONFIG + '      burst: {{max: {{pods: "{ceiling}"}}}}\n'
 
 # Short, but in client-go's proportions: the tests see a hand-over in seconds.
 ENVIRONMENT = {
@@ -313,8 +299,10 @@ def ha_cluster(
     finally:
         kube.unregister_webhooks()
         kube.balancer.set_backends([])
+        # Together: each takes its shutdown grace, and none waits for another.
+        with ThreadPoolExecutor(max(len(running), 1)) as pool:
+            list(pool.map(lambda replica: replica.process.stop(), running))
         for replica in running:
-            replica.process.stop()
             (directory / f"{replica.name}.log").write_text("".join(replica.process.lines))
 
 
@@ -366,30 +354,9 @@ def pod(name: str) -> dict[str, Any]:
     }
 
 
-RETRYABLE = {409, 429, 500, 503, 504}
-
-
 def create_pod(core: Any, name: str, make: Callable[[str], dict[str, Any]] = pod) -> str:
     """``created`` or ``denied`` (over quota), retrying answers that say to retry."""
-    for attempt in range(60):
-        try:
-            core.create_namespaced_pod(NAMESPACE, make(name), _request_timeout=30)
-        except client.ApiException as exc:
-            body = json.loads(exc.body) if exc.body else {}
-            reason, message = body.get("reason", ""), body.get("message", "")
-            if exc.status == 409 and reason == "AlreadyExists":
-                return "created"  # an earlier attempt went through and its answer was lost
-            if exc.status == 403 and "exceeded tenant quota" in message:
-                return "denied"
-            if exc.status in RETRYABLE:
-                time.sleep(random.uniform(0.01, 0.05) * min(attempt + 1, 10))
-                continue
-            raise AssertionError(f"{name}: unexpected answer {exc.status}: {message}") from exc
-        except Exception:  # a connection reset: the outcome is unknown, ask again
-            time.sleep(0.05)
-            continue
-        return "created"
-    raise AssertionError(f"{name}: still told to retry after 60 attempts")
+    return create_or_deny(core, make(name))
 
 
 @dataclass

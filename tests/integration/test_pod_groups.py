@@ -17,31 +17,25 @@ import pytest
 from kubernetes import client
 
 from tests.integration.conftest import StartTenantgate
-from tests.integration.harness import Tenantgate, create_namespace, eventually, http_json, pod
+from tests.integration.harness import (
+    Tenantgate,
+    create_namespace,
+    eventually,
+    http_json,
+    one_tenant_config,
+    pod,
+    write_config,
+)
 from tests.integration.test_installation import indexed_job
 
 GATE = "tenantgate.io/quota"
 
-CONFIG = """\
-apiVersion: tenantgate.io/v1alpha1
-kind: TenantgateConfig
-priorityClasses:
-  tenant-burst: {value: 10, preemptionPolicy: Never}
-  tenant-guaranteed: {value: 1000}
-profiles: {general: {}}
-reservationTTLSeconds: 3600
-tenants:
-  team-g:
-    namespaces: [team-g]
-    quota: {guaranteed: {cpu: "12"}}
-"""
+CONFIG = one_tenant_config("team-g", cpu="12")
 
 
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
-    path = tmp_path / "tenantgate.yaml"
-    path.write_text(CONFIG)
-    return path
+    return write_config(tmp_path, CONFIG)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 
 from testcluster import Cluster
-from tests.integration.harness import eventually
+from tests.integration.harness import PODS_QUOTA_CONFIG, RETRYABLE, eventually
 from tests.integration.test_ha import NAMESPACE, WAIT, HACluster, _has_leader, ha_cluster
 from tests.integration.test_queue_ha import Running, gated
 
@@ -31,27 +31,16 @@ ROOM = 16
 GROUPS = 5
 SIZE = 8
 
-CONFIG = """\
-apiVersion: tenantgate.io/v1alpha1
-kind: TenantgateConfig
-priorityClasses:
-  tenant-burst: {{value: 10, preemptionPolicy: Never}}
-  tenant-guaranteed: {{value: 1000}}
-profiles: {{general: {{}}}}
-reservationTTLSeconds: {ttl}
-ledger: {{backend: {backend}}}
-tenants:
-  team-a:
-    namespaces: [team-a]
-    quota:
-      guaranteed: {{pods: "{guaranteed}"}}
-"""
-
 
 @pytest.fixture
 def cluster(kube: Cluster, kube_cert_dir: Path, tmp_path: Path) -> Iterator[HACluster]:
     with ha_cluster(
-        kube, tmp_path, cert_dir=kube_cert_dir, guaranteed=ROOM, ceiling=ROOM, config=CONFIG
+        kube,
+        tmp_path,
+        cert_dir=kube_cert_dir,
+        guaranteed=ROOM,
+        ceiling=ROOM,
+        config=PODS_QUOTA_CONFIG,
     ) as running:
         yield running
 
@@ -117,7 +106,7 @@ def test_five_groups_with_the_leader_killed_are_never_partly_released(
             except client.ApiException as exc:
                 if exc.status == 409 and "AlreadyExists" in str(exc.body):
                     break
-                if exc.status in (409, 429, 500, 503, 504):
+                if exc.status in RETRYABLE:
                     time.sleep(0.05)
                     continue
                 raise

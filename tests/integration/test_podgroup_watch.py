@@ -27,7 +27,9 @@ from tests.integration.harness import (
     create_namespace,
     eventually,
     installed_crds,
+    one_tenant_config,
     pod,
+    write_config,
 )
 
 CRD = "scheduling.x-k8s.io_podgroups.yaml"
@@ -145,26 +147,12 @@ def test_without_the_crd_nothing_is_watched_until_it_is_installed(
         asyncio.run(after(watch))
 
 
-COSCHEDULING_CONFIG = """\
-apiVersion: tenantgate.io/v1alpha1
-kind: TenantgateConfig
-priorityClasses:
-  tenant-burst: {value: 10, preemptionPolicy: Never}
-  tenant-guaranteed: {value: 1000}
-profiles: {general: {}}
-reservationTTLSeconds: 3600
-tenants:
-  team-pg:
-    namespaces: [team-pg]
-    quota: {guaranteed: {cpu: "8"}}
-"""
+COSCHEDULING_CONFIG = one_tenant_config("team-pg", cpu="8")
 
 
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
-    path = tmp_path / "tenantgate.yaml"
-    path.write_text(COSCHEDULING_CONFIG)
-    return path
+    return write_config(tmp_path, COSCHEDULING_CONFIG)
 
 
 def gated(stored: Any) -> bool:

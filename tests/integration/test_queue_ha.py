@@ -23,10 +23,9 @@ import pytest
 from kubernetes import client, watch
 
 from testcluster import Cluster
-from tests.integration.harness import eventually
+from tests.integration.harness import PODS_QUOTA_CONFIG, RETRYABLE, eventually
 from tests.integration.test_ha import (
     NAMESPACE,
-    RETRYABLE,
     WAIT,
     HACluster,
     _has_leader,
@@ -40,23 +39,7 @@ ROOM = 20
 CREATES = 600
 DELETES = 200
 
-CONFIG = """\
-apiVersion: tenantgate.io/v1alpha1
-kind: TenantgateConfig
-priorityClasses:
-  tenant-burst: {{value: 10, preemptionPolicy: Never}}
-  tenant-guaranteed: {{value: 1000}}
-profiles: {{general: {{}}}}
-reservationTTLSeconds: {ttl}
-ledger: {{backend: {backend}}}
-tenants:
-  team-a:
-    namespaces: [team-a]
-    quota:
-      guaranteed: {{pods: "{guaranteed}"}}
-    overQuota: queue
-    queue: {{maxPending: 1000}}
-"""
+CONFIG = PODS_QUOTA_CONFIG + "    overQuota: queue\n    queue: {{maxPending: 1000}}\n"
 
 
 def gated(item: dict[str, Any]) -> bool:
