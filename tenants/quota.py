@@ -10,7 +10,7 @@ ResourceQuota admission plugin does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
@@ -215,31 +215,33 @@ def over_ceiling(
     :attr:`Headroom.over` without working out what is left of the others (a guaranteed
     admission's warning names only what is over).
     """
-    over: dict[str, tuple[Quantity, Quantity]] = {}
-    for name in resources:
-        limit = quota.ceiling.get(name)
-        if limit is None:
-            continue
-        total = ledger.guaranteed.get(name, _ZERO) + ledger.burst.get(name, _ZERO)
-        if total > limit:
-            over[name] = (total, limit)
-    return over
+    return {
+        name: (total, limit)
+        for name, total, limit in _against_ceiling(quota, ledger, resources)
+        if total > limit
+    }
 
 
 def headroom(quota: Quota, ledger: TenantLedger, *, resources: Iterable[str]) -> Headroom:
     """Burst left (ceiling - total usage) for ``resources``, and those above their ceiling."""
     left: dict[str, Quantity] = {}
     over: dict[str, tuple[Quantity, Quantity]] = {}
-    for name in resources:
-        limit = quota.ceiling.get(name)
-        if limit is None:
-            continue
-        total = ledger.guaranteed.get(name, _ZERO) + ledger.burst.get(name, _ZERO)
+    for name, total, limit in _against_ceiling(quota, ledger, resources):
         if total > limit:
             over[name] = (total, limit)
         else:
             left[name] = limit - total
     return Headroom(left, over)
+
+
+def _against_ceiling(
+    quota: Quota, ledger: TenantLedger, resources: Iterable[str]
+) -> Iterator[tuple[str, Quantity, Quantity]]:
+    """(name, total usage, ceiling) of each of ``resources`` that has a ceiling."""
+    for name in resources:
+        limit = quota.ceiling.get(name)
+        if limit is not None:
+            yield name, ledger.guaranteed.get(name, _ZERO) + ledger.burst.get(name, _ZERO), limit
 
 
 def format_over(over: Mapping[str, tuple[Quantity, Quantity]]) -> str:
