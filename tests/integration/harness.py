@@ -527,16 +527,23 @@ def create_or_deny(core: Any, body: dict[str, Any]) -> str:
     raise AssertionError(f"{namespace}/{name}: still told to retry after 60 attempts")
 
 
-# The replica tests' config template (``test_ha.ha_cluster`` formats it with ``ttl``,
-# ``guaranteed``, ``ceiling`` and ``backend``): tenant team-a guaranteed ``guaranteed`` pods. A
-# test appends lines of its own to team-a's quota (six spaces) or to team-a (four).
-PODS_QUOTA_CONFIG = """\
+# The head of the integration tests' configs (a ``str.format`` template: braces doubled): the
+# two tier classes and one profile.
+CONFIG_HEAD = """\
 apiVersion: tenantgate.io/v1alpha1
 kind: TenantgateConfig
 priorityClasses:
   tenant-burst: {{value: 10, preemptionPolicy: Never}}
   tenant-guaranteed: {{value: 1000}}
 profiles: {{general: {{}}}}
+"""
+
+# The replica tests' config template (``test_ha.ha_cluster`` formats it with ``ttl``,
+# ``guaranteed``, ``ceiling`` and ``backend``): tenant team-a guaranteed ``guaranteed`` pods. A
+# test appends lines of its own to team-a's quota (six spaces) or to team-a (four).
+PODS_QUOTA_CONFIG = (
+    CONFIG_HEAD
+    + """\
 reservationTTLSeconds: {ttl}
 ledger: {{backend: {backend}}}
 tenants:
@@ -545,24 +552,23 @@ tenants:
     quota:
       guaranteed: {{pods: "{guaranteed}"}}
 """
+)
 
 
 def one_tenant_config(tenant: str, *, cpu: str) -> str:
     """A config of one tenant, ``tenant`` (the namespace of that name), guaranteed ``cpu``;
     no reservation expires during a test."""
-    return f"""\
-apiVersion: tenantgate.io/v1alpha1
-kind: TenantgateConfig
-priorityClasses:
-  tenant-burst: {{value: 10, preemptionPolicy: Never}}
-  tenant-guaranteed: {{value: 1000}}
-profiles: {{general: {{}}}}
+    template = (
+        CONFIG_HEAD
+        + """\
 reservationTTLSeconds: 3600
 tenants:
   {tenant}:
     namespaces: [{tenant}]
     quota: {{guaranteed: {{cpu: "{cpu}"}}}}
 """
+    )
+    return template.format(tenant=tenant, cpu=cpu)
 
 
 def write_config(directory: Path, text: str) -> Path:

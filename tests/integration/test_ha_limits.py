@@ -20,7 +20,7 @@ import pytest
 from classifier.limits import pod_usage
 from classifier.quantities import Quantity
 from testcluster import Cluster
-from tests.integration.harness import eventually
+from tests.integration.harness import CONFIG_HEAD, eventually
 from tests.integration.test_ha import (
     NAMESPACE,
     HACluster,
@@ -30,13 +30,9 @@ from tests.integration.test_ha import (
     stored_usage,
 )
 
-CONFIG = """\
-apiVersion: tenantgate.io/v1alpha1
-kind: TenantgateConfig
-priorityClasses:
-  tenant-burst: {{value: 10, preemptionPolicy: Never}}
-  tenant-guaranteed: {{value: 1000}}
-profiles: {{general: {{}}}}
+CONFIG = (
+    CONFIG_HEAD
+    + """\
 reservationTTLSeconds: {ttl}
 ledger: {{backend: {backend}}}
 tenants:
@@ -49,6 +45,7 @@ tenants:
       requests: {{cpu: 50m}}
       limits: {{cpu: 100m}}
 """
+)
 PODS = 300
 pytestmark = pytest.mark.timeout(900)
 
