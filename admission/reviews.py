@@ -133,7 +133,8 @@ def decode_review(body: bytes, *, objects: ObjectView = "whole") -> Review:
     ``env`` variables, and the spec's
     ``preemptionPolicy``, ``schedulerName``, ``nodeSelector``, ``tolerations``, ``affinity``,
     ``topologySpreadConstraints``, ``restartPolicy``, ``hostNetwork``, ``hostPID``,
-    ``serviceAccountName``, ``runtimeClassName``, ``volumes`` and ``nodeName``. A body the fast
+    ``serviceAccountName``, ``runtimeClassName``, ``resourceClaims``, ``volumes`` and
+    ``nodeName``. A body the fast
     decoder does not take comes with its objects whole, and so does an in-place resize
     (``pods/resize``), judged on what the pod holds, which its status tells.
     """
@@ -416,6 +417,7 @@ class _WirePlannedSpec(msgspec.Struct, rename="camel"):
     host_pid: Any = msgspec.field(default=msgspec.UNSET, name="hostPID")
     service_account_name: Any = msgspec.UNSET
     runtime_class_name: Any = msgspec.UNSET
+    resource_claims: Any = msgspec.UNSET  # evidence: devices claimed through DRA
 
 
 class _WirePlannedObject(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -175,7 +175,7 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
     """
     template_meta = podview.obj(found.template.get("metadata"))
     ns = podview.namespace(found.template) or found.namespace or namespace
-    if found.pod is not None or found.template is found.owner:
+    if found.pod is not None or (found.template is found.owner and found.kind == "Pod"):
         # Built by a workload handler, or a bare Pod (maybe a List item): already a pod.
         pod: JSONObject = clone(dict(found.pod if found.pod is not None else found.template))
         pod.setdefault("apiVersion", "v1")
@@ -244,6 +244,10 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
     meta["namespace"] = ns
     meta["ownerReferences"] = [owner_reference(owner_api, owner_kind, owner_name, namespace=ns)]
     spec: JSONObject = clone(dict(podview.spec(found.template)))
+    if found.template is found.owner:
+        # A custom resource shaped like a pod (a serving runtime's spec.containers): its pods
+        # are its controller's, with the pod spec's own fields of its spec.
+        spec = {k: v for k, v in spec.items() if k in POD_SPEC_FIELDS}
     if owner_kind == "StatefulSet" and pod_name is not None:
         _stateful_identity(spec, found.owner, owner_name, pod_name)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

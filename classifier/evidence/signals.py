@@ -122,8 +122,9 @@ GENERIC_IMAGE_NAMES = frozenset(
 _EXTENDED_SKIP = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 # Words of an extended resource's name (domain or name, split at ``./-``) that say accelerator:
 # nvidia.com/gpu, gpu.intel.com/xe, sophgo.com/tpu, huawei.com/Ascend910, cambricon.com/mlu,
-# nvidia.com/mig-3g.20gb, aws.amazon.com/neuroncore, habana.ai/gaudi2, iluvatar.ai/vgpu.
-_ACCELERATOR_WORDS = frozenset({"mlu", "dcu", "xpu", "qaic", "accel", "mig"})
+# nvidia.com/mig-3g.20gb, aws.amazon.com/neuroncore, habana.ai/gaudi2, iluvatar.ai/vgpu, and
+# FPGAs (fpga.intel.com/af-*, xilinx.com/fpga-*, xilinx/aws-vu9p-f1).
+_ACCELERATOR_WORDS = frozenset({"mlu", "dcu", "xpu", "qaic", "accel", "mig", "fpga", "xilinx"})
 _ACCELERATOR_PREFIXES = ("gpu", "vgpu", "tpu", "npu", "neuron", "gaudi", "ascend", "vcuda")
 
 
@@ -327,6 +328,13 @@ def _app_names(facts: PodFacts) -> Iterator[str]:
 
 
 @lru_cache(maxsize=1024)
+def _namespace_signals(namespace: str) -> tuple[str, ...]:
+    """The namespace, and each of its words: an add-on's second namespace (``linkerd-viz``,
+    ``istio-ingress``) is named after the add-on."""
+    return tuple(f"namespace:{word}" for word in words(namespace))
+
+
+@lru_cache(maxsize=1024)
 def _account_signals(account: str) -> tuple[str, ...]:
     return tuple(f"account:{word}" for word in words(account))
 
@@ -336,7 +344,7 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
     spec = facts.spec
     for owner in facts.owners:
         yield _owner_text(owner.kind)
-    yield _text("namespace", facts.namespace)
+    yield from _namespace_signals(facts.namespace)
     yield from _app_names(facts)
     for key in facts.labels:
         yield _text("label", key)
@@ -369,6 +377,20 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
             yield _host_text(host)
     if facts.template_claim() is not None:
         yield "volume:claim-template"
+    yield from _device_claim_signals(spec.get("resourceClaims"))
+
+
+def _device_claim_signals(claims: Any) -> Iterator[str]:
+    """A pod's dynamic resource allocation claims (``spec.resourceClaims``): devices the pod
+    asks a driver for. A claim or claim template named after an accelerator (``gpu``,
+    ``neurons``) counts as an accelerator request."""
+    for claim in podview.objects(claims):
+        yield "claim:device"
+        for field in ("name", "resourceClaimName", "resourceClaimTemplateName"):
+            text = podview.string(claim.get(field))
+            if text and _is_accelerator(text):
+                yield "resource:accelerator"
+                break
 
 
 @lru_cache(maxsize=8192)
@@ -498,4 +520,5 @@ SIGNAL_KINDS = (
     "toleration",
     "volume",
     "hostpath",
+    "claim",
 )

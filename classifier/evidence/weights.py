@@ -41,6 +41,8 @@ STORE_IMAGES = """
     documentdb-local galera vitess pgbouncer spilo dragonfly garnet kvrocks ferretdb surrealdb
     questdb victoria-metrics aerospike ignite geode riak seaweedfs rqlite db database mysqld
     mysql-router cloud-sql-proxy nfs-server nfs-backupstore blobstore postgresql-16 dynamodb
+    hdfs namenode datanode hbase hive hive-metastore metastore presto prestodb trino druid pinot
+    doris starrocks
 """
 # Ports only a store listens on (PostgreSQL, MySQL, MongoDB, Redis, Cassandra, CockroachDB,
 # Neo4j, memcached, SQL Server, Oracle, RethinkDB, CouchDB, ArangoDB, NFS): they say store
@@ -81,6 +83,12 @@ STORE_PRODUCTS = """
     postgres postgresql mysql mariadb mongo mongodb redis valkey memcached cassandra
     elasticsearch opensearch minio etcd cockroachdb clickhouse couchdb influxdb neo4j documentdb
     dynamodb nfs-server
+"""
+STORE_KINDS = """
+    postgresql PostgresCluster PerconaPGCluster PerconaServerMongoDB PerconaXtraDBCluster
+    MongoDBCommunity MongoDB RedisFailover RedisCluster RedisReplication Redis
+    CassandraDatacenter CockroachDB Elasticsearch OpenSearchCluster EtcdCluster MariaDB
+    InnoDBCluster MySQLCluster ClickHouseInstallation Valkey DragonflyDb ScyllaCluster
 """
 BROKER_IMAGES = """
     kafka cp-kafka cp-server zookeeper cp-zookeeper pulsar pulsar-all bookkeeper nats
@@ -164,7 +172,7 @@ SERVING_IMAGES = """
     text-generation-inference torchserve torchserve-kfs sklearnserver xgbserver huggingfaceserver
     lgbserver pmmlserver mlserver seldon-core bentoml ollama podinfo httpbin echoserver hello-app
     helloworld selenium sglang lmdeploy localai text-embeddings-inference model_server ovms
-    llamacpp llama-cpp llama.cpp
+    llamacpp llama-cpp llama.cpp keycloak hydra authelia authentik zitadel
 """
 # Flags of model servers (vLLM, TGI, SGLang, llama.cpp, Triton, TensorFlow Serving, OpenVINO
 # Model Server, TorchServe).
@@ -183,6 +191,18 @@ SERVICE_NAMES = """
 NOT_THE_STORE = (("operator", -12), ("controller", -6), ("exporter", -6), ("client", -6),
                  ("cli", -4), ("ui", -4), ("admin", -3), ("dashboard", -4),
                  ("backup", -3))  # fmt: skip
+# Client tools shipped in the stores' and brokers' own images: a pod that runs one uses the
+# store or broker, it is not one.
+STORE_CLIENT_COMMANDS = """
+    psql pg_dump pg_dumpall pg_restore pg_basebackup mysql mysqldump mongosh mongo mongodump
+    mongorestore redis-cli cqlsh clickhouse-client etcdctl mc
+"""
+BROKER_CLIENT_COMMANDS = """
+    kafka-producer-perf-test kafka-consumer-perf-test kafka-console-producer
+    kafka-console-consumer kafka-topics kafka-configs kafka-acls kafka-producer-perf-test.sh
+    kafka-consumer-perf-test.sh kafka-console-producer.sh kafka-console-consumer.sh
+    kafka-topics.sh kafka-configs.sh kafka-acls.sh rabbitmqadmin nats
+"""
 # Programs that only wait: the pod serves nothing of its own.
 WAITING = "sleep tail pause"
 # Names of pods that do work without serving it.
@@ -199,6 +219,9 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         # gpu.intel.com/*, google.com/tpu, habana.ai/gaudi, aws.amazon.com/neuroncore, MIG
         # slices, huawei.com/Ascend910, cambricon.com/mlu (classifier.evidence.signals).
         "resource:accelerator": 30,
+        # A device claimed through dynamic resource allocation, whatever its name: DRA's
+        # drivers are accelerators' (GPU, Neuron, TPU) more than anything else.
+        "claim:device": 6,
         **_each("owner", "PyTorchJob TFJob TfJob MPIJob XGBoostJob PaddleJob JAXJob MXNetJob", 12),
         **_each("owner", "TrainJob RayJob RayCluster RayService", 12),
         **_each("label", "training.kubeflow.org/job-name training.kubeflow.org/replica-type", 8),
@@ -274,18 +297,23 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "name:store": 1,
         **_each("port-name", "postgres postgresql mysql mongo mongodb redis cql db", 2),
         **_each("port-name", "tcp-postgresql tcp-mysql tcp-redis", 2),
+        # Stores' operators' own kinds (CloudNativePG's is called Cluster, too general to weigh).
+        **_each("owner", STORE_KINDS, 10),
         "volume:claim-template": 4,
         "volume:claim": 1,
         **_each("command", "postgres mysqld mongod redis-server etcd memcached minio", 2),
         # etcd's own cluster flags (its clients name --etcd-servers instead).
         **_each("flag", "--initial-cluster --listen-peer-urls --initial-advertise-peer-urls", 3),
         **_not_the_store(),
+        **_each("command", STORE_CLIENT_COMMANDS, -12),
         **_each("command", WAITING, -6),
     },
     "streaming": {
         **_each("image", BROKER_IMAGES, 6),
         "image:strimzi": 2,
         **_each("owner", "FlinkDeployment FlinkSessionJob KafkaConnect KafkaMirrorMaker2", 10),
+        # Brokers' operators' own kinds (Strimzi, the RabbitMQ and NATS operators).
+        **_each("owner", "Kafka KafkaNodePool RabbitmqCluster NatsCluster", 10),
         **_each("port", BROKER_PORTS, 2),
         **_each("env", BROKER_ENV_PREFIXES, 1),
         **_each("env", BROKER_SERVER_ENV, 3),
@@ -298,6 +326,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         # The Flink image's own entry points, given as its arguments.
         **_each("command", "jobmanager taskmanager standalone-job", 3),
         **_not_the_store(),
+        **_each_kind("name image image-role", "producer consumer generator", -8),
+        **_each("command", BROKER_CLIENT_COMMANDS, -12),
         **_each("command", WAITING, -6),
     },
     "web-frontend": {
@@ -311,6 +341,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("image", APP_SERVERS, 6),
         **_each("name", APP_SERVERS, 3),
         **_each("name", "frontend front-end storefront store-front", 4),
+        # A mesh's ingress gateway is the edge proxy, whatever mesh it belongs to.
+        **_each_kind("name image", "ingressgateway ingress-gateway", 8),
         **_each("name", "web ui webapp website www", 3),
         **_each("name", "front site portal console vote result nginx httpd wordpress php", 2),
         **_each("name", "dashboard kibana grafana admin page productpage guestbook chatbot", 2),
@@ -361,7 +393,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("env", "QUARKUS ASPNETCORE DOTNET RAILS", 1),
         "label:serving.knative.dev/service": 8,
         "label:serving.kserve.io/inferenceservice": 4,
-        **_each("owner", "InferenceService ServingRuntime InferenceGraph", 4),
+        **_each("owner", "InferenceService ServingRuntime ClusterServingRuntime InferenceGraph", 4),
         **_each("command", "vllm text-generation-launcher tritonserver tensorflow_model_server", 1),
         **_each("command", "torchserve gunicorn uvicorn java node python dotnet npm", 1),
         **_each("flag", SERVING_FLAGS, 2),

@@ -748,6 +748,26 @@ def test_the_mutation_view_keeps_each_environment_variable_by_its_name_only() ->
     ]
 
 
+def test_the_mutation_view_keeps_the_pod_level_members_evidence_reads() -> None:
+    """Evidence reads the service account, the runtime class, volumes and the devices claimed
+    through dynamic resource allocation (classifier/evidence/signals.py): the view keeps them
+    as the whole decoder gives them."""
+    document = review_with()
+    spec = document["request"]["object"]["spec"]
+    spec["serviceAccountName"] = "trainer"
+    spec["runtimeClassName"] = "nvidia"
+    spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+
+    review = decode_review(body(document), objects="mutation")
+
+    assert review.request.object is not None
+    whole = _decode_document(body(document)).request.object
+    assert whole is not None
+    for member in ("serviceAccountName", "runtimeClassName", "volumes", "resourceClaims"):
+        assert review.request.object["spec"][member] == whole["spec"][member], member
+
+
 # --- hostile bodies -------------------------------------------------------------------------
 
 OBJECT_VIEWS: tuple[ObjectView, ...] = ("whole", "mutation", "validation")

@@ -683,6 +683,103 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "analytics",
         "streaming",
     ),
+    (
+        "a Kafka producer is a client of the broker, not a broker",
+        pod(
+            "quay.io/strimzi-examples/java-kafka-producer:latest",
+            env=[{"name": "BOOTSTRAP_SERVERS", "value": "my-cluster-kafka-bootstrap:9092"}],
+            labels={"app": "java-kafka-producer"},
+        ),
+        "kafka",
+        "general",
+    ),
+    (
+        "the broker's own image running its performance-test client is no broker",
+        pod(
+            "confluentinc/cp-kafka:7.6.0",
+            owner=("StatefulSet", "perf"),
+            args=["/bin/sh", "-c", "kafka-producer-perf-test --topic t --num-records 100000"],
+        ),
+        "kafka",
+        "general",
+    ),
+    (
+        "a store's own image running its client shell is no store",
+        pod("postgres:16", args=["psql", "-h", "db", "-c", "select 1"], labels={"app": "pg"}),
+        "default",
+        "general",
+    ),
+    (
+        "a mesh's ingress gateway is the edge proxy, whatever mesh it belongs to",
+        pod(
+            "gcr.io/istio-release/proxyv2:1.22.0",
+            ports=[15021, 8080, 8443],
+            owner=("ReplicaSet", "asm-ingressgateway-7b9c"),
+            labels={"app": "asm-ingressgateway", "istio": "ingressgateway"},
+        ),
+        "gateways",
+        "web-frontend",
+    ),
+    (
+        "a broker's pods as its operator's custom resource describes them",
+        pod("busybox", owner=("RabbitmqCluster", "rabbit")),
+        "default",
+        "streaming",
+    ),
+    (
+        "a store's pods as its operator's custom resource describes them",
+        pod("registry.example.com/platform/base:1", owner=("PerconaServerMongoDB", "cluster1")),
+        "default",
+        "database",
+    ),
+    (
+        "an HDFS name node, known by its image",
+        pod("bde2020/hadoop-namenode:2.0.0-hadoop3.1.2-java8", ports=[9870]),
+        "data",
+        "database",
+    ),
+    (
+        "an add-on's second namespace is named after the add-on",
+        pod(
+            "cr.l5d.io/linkerd/tap:stable-2.14",
+            owner=("ReplicaSet", "tap-5d7f"),
+            labels={"linkerd.io/extension": "viz"},
+        ),
+        "linkerd-viz",
+        "system",
+    ),
+    (
+        "a device claimed through dynamic resource allocation, named after an accelerator",
+        pod(
+            "nginx:alpine",
+            labels={"app": "my-app"},
+            resourceClaims=[{"name": "neurons", "resourceClaimTemplateName": "neuron-devices"}],
+        ),
+        "default",
+        "ml-training",
+    ),
+    (
+        "a device claimed through dynamic resource allocation, whatever its name",
+        pod(
+            "public.ecr.aws/ubuntu/ubuntu:22.04",
+            labels={"app": "vllm"},
+            resourceClaims=[{"name": "one-node", "resourceClaimTemplateName": "us-2-node"}],
+        ),
+        "default",
+        "ml-training",
+    ),
+    (
+        "an FPGA is an accelerator",
+        pod("docker.io/inaccel/jupyter:lab", requests={"xilinx/aws-vu9p-f1": "1"}),
+        "default",
+        "ml-training",
+    ),
+    (
+        "an identity server, known by its image",
+        pod("quay.io/keycloak/keycloak:22.0.1", ports=[8080], args=["start-dev"]),
+        "auth",
+        "api",
+    ),
 ]
 
 

@@ -249,6 +249,32 @@ def test_custom_resource_owns_its_pods() -> None:
     assert pod["spec"] is not document["spec"]["replicas"]["Worker"]["template"]["spec"]
 
 
+def test_a_custom_resource_shaped_like_a_pod_owns_its_pods() -> None:
+    """A serving runtime (KServe's ClusterServingRuntime) writes ``spec.containers`` next to
+    fields of its own: its pods are its controller's, with only the pod spec's fields."""
+    document: JSONObject = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ClusterServingRuntime",
+        "metadata": {"name": "nim", "labels": {"app": "nim"}},
+        "spec": {
+            "containers": [{"name": "kserve-container", "image": "nvcr.io/nim/llama:1"}],
+            "supportedModelFormats": [{"name": "nvidia-nim-llama", "version": "1"}],
+            "protocolVersions": ["v2"],
+            "imagePullSecrets": [{"name": "ngc"}],
+        },
+    }
+    (found,) = find_pod_templates(document)
+    assert found.key == "ClusterServingRuntime/nim@"
+    pod = pod_from_template(found, namespace="dev")
+    assert pod["kind"] == "Pod"
+    assert owner_of(pod) == ("serving.kserve.io/v1alpha1", "ClusterServingRuntime", "nim")
+    assert pod["metadata"]["labels"] == {"app": "nim"}
+    assert pod["spec"] == {
+        "containers": [{"name": "kserve-container", "image": "nvcr.io/nim/llama:1"}],
+        "imagePullSecrets": [{"name": "ngc"}],
+    }
+
+
 def test_a_custom_kind_named_like_a_builtin_keeps_its_group() -> None:
     pod = synthesize(workload("Job", {"template": template()}, api="batch.volcano.sh/v1alpha1"))
     assert owner_of(pod)[0] == "batch.volcano.sh/v1alpha1"
