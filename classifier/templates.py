@@ -74,6 +74,12 @@ class PodTemplate:
     # How many pods the controller creates from this template at once, where that makes
     # them one group: a training job's replicas, an Indexed Job's parallelism. Else 1.
     count: int = 1
+    # The object whose controller creates the pods, when the template sits in an object
+    # embedded in this one (a PyTorchJob in a Kueue AppWrapper, a Pod in an Argo Events
+    # trigger): its kind, name and API version. Empty: this object's.
+    owner_kind: str = ""
+    owner_name: str = ""
+    owner_api: str = ""
 
     @property
     def key(self) -> str:
@@ -126,8 +132,29 @@ def find_pod_templates(document: Any, *, prefix: str = "") -> Iterator[PodTempla
             return
         # A shape the handler does not know (an older API version): templates by shape.
     count = _indexed_job_pods(document) if (group, kind) == ("batch", "Job") else 1
-    for path, template in _walk(document, prefix, top=True):
-        yield PodTemplate(kind, name, api_version, namespace, path, template, document, count=count)
+    for path, template, holder in _walk(document, prefix, top=True):
+        if holder is None:
+            yield PodTemplate(
+                kind, name, api_version, namespace, path, template, document, count=count
+            )
+            continue
+        holder_api = podview.string(holder.get("apiVersion")) or ""
+        holder_kind = podview.string(holder.get("kind")) or ""
+        yield PodTemplate(
+            kind,
+            name,
+            api_version,
+            podview.namespace(holder) or namespace,
+            path,
+            template,
+            holder,
+            count=_indexed_job_pods(holder)
+            if (holder_api.rpartition("/")[0], holder_kind) == ("batch", "Job")
+            else 1,
+            owner_kind=holder_kind,
+            owner_name=podview.name(holder) or name,
+            owner_api=holder_api,
+        )
 
 
 def _indexed_job_pods(job: Mapping[str, Any]) -> int:
@@ -143,23 +170,36 @@ def _indexed_job_pods(job: Mapping[str, Any]) -> int:
     return pods
 
 
-def _walk(value: Any, path: str, *, top: bool = False) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def _walk(
+    value: Any, path: str, *, top: bool = False, holder: Mapping[str, Any] | None = None
+) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Any] | None]]:
+    """(path, template, the embedded object holding it or None) of each template in ``value``."""
     if isinstance(value, dict):
+        if not top and _is_object(value):
+            # An object embedded whole (a PyTorchJob an AppWrapper wraps, a Pod an Argo Events
+            # trigger creates): its controller, not the outer one's, makes the pods.
+            holder = value
         if is_pod_template(value):
-            yield path, value
+            yield path, value, holder
             return
         if not top and is_inline_pod_spec(value):
             # A custom resource's own field holding a pod spec inline, next to fields of its
             # own (``spec.predictor.containers``): the pod spec is its PodSpec fields.
-            yield path, {"spec": {k: v for k, v in value.items() if k in POD_SPEC_FIELDS}}
+            yield path, {"spec": {k: v for k, v in value.items() if k in POD_SPEC_FIELDS}}, holder
             return
         for key, child in value.items():
             if not isinstance(key, str) or (top and key in _SKIPPED_KEYS):
                 continue
-            yield from _walk(child, f"{path}.{key}" if path else key)
+            yield from _walk(child, f"{path}.{key}" if path else key, holder=holder)
     elif isinstance(value, list):
         for index, child in enumerate(value):
-            yield from _walk(child, f"{path}[{index}]")
+            yield from _walk(child, f"{path}[{index}]", holder=holder)
+
+
+def _is_object(value: Mapping[str, Any]) -> bool:
+    """Whether ``value`` is a Kubernetes object of its own: it names its API version and kind."""
+    api_version, kind = value.get("apiVersion"), value.get("kind")
+    return isinstance(api_version, str) and isinstance(kind, str) and bool(api_version and kind)
 
 
 # --------------------------------------------------------------------------- synthesis
@@ -175,7 +215,8 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
     """
     template_meta = podview.obj(found.template.get("metadata"))
     ns = podview.namespace(found.template) or found.namespace or namespace
-    if found.pod is not None or (found.template is found.owner and found.kind == "Pod"):
+    kind = found.owner_kind or found.kind
+    if found.pod is not None or (found.template is found.owner and kind == "Pod"):
         # Built by a workload handler, or a bare Pod (maybe a List item): already a pod.
         pod: JSONObject = clone(dict(found.pod if found.pod is not None else found.template))
         pod.setdefault("apiVersion", "v1")
@@ -200,16 +241,18 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
         and v is not None
     }
     labels: dict[str, Any] = dict(podview.labels(found.template))
-    owner_kind, owner_name, owner_api = found.kind, found.name.rstrip("-"), found.api_version
+    owner_kind = kind
+    owner_name = (found.owner_name or found.name).rstrip("-")
+    owner_api = found.owner_api or found.api_version
     group = owner_api.rpartition("/")[0] if "/" in owner_api else ""
     if group in _BUILTIN_GROUPS and owner_kind in _CURRENT_API_VERSIONS:
         owner_api = _CURRENT_API_VERSIONS[owner_kind]
     pod_name: str | None = None
-    if found.kind == "Deployment":
+    if kind == "Deployment":
         hash_ = labels.get("pod-template-hash") or template_hash(found.template)
         labels["pod-template-hash"] = hash_
         owner_kind, owner_name, owner_api = "ReplicaSet", f"{owner_name}-{hash_}", "apps/v1"
-    elif found.kind == "CronJob":
+    elif kind == "CronJob":
         owner_kind, owner_name, owner_api = (
             "Job",
             f"{owner_name}-{_CRONJOB_SCHEDULED_MINUTES}",

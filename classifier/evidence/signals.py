@@ -122,9 +122,9 @@ GENERIC_IMAGE_NAMES = frozenset(
 _EXTENDED_SKIP = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 # Words of an extended resource's name (domain or name, split at ``./-``) that say accelerator:
 # nvidia.com/gpu, gpu.intel.com/xe, sophgo.com/tpu, huawei.com/Ascend910, cambricon.com/mlu,
-# nvidia.com/mig-3g.20gb, aws.amazon.com/neuroncore, habana.ai/gaudi2, iluvatar.ai/vgpu, and
-# FPGAs (fpga.intel.com/af-*, xilinx.com/fpga-*, xilinx/aws-vu9p-f1).
-_ACCELERATOR_WORDS = frozenset({"mlu", "dcu", "xpu", "qaic", "accel", "mig", "fpga", "xilinx"})
+# nvidia.com/mig-3g.20gb, aws.amazon.com/neuroncore, habana.ai/gaudi2, iluvatar.ai/vgpu. An
+# FPGA or a crypto accelerator (QAT) is not one: they are programmed for any kind of work.
+_ACCELERATOR_WORDS = frozenset({"mlu", "dcu", "xpu", "qaic", "accel", "mig"})
 _ACCELERATOR_PREFIXES = ("gpu", "vgpu", "tpu", "npu", "neuron", "gaudi", "ascend", "vcuda")
 
 

@@ -295,6 +295,11 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("name", STORE_NAMES, 2),
         **_each("name", STORE_PRODUCTS, 4),
         "name:store": 1,
+        # A connection pooler in front of a store (PgBouncer, Pgpool, CloudNativePG's Pooler)
+        # is the store's front door.
+        "name:pooler": 4,
+        "owner:Pooler": 10,
+        **_each("image", "pgpool pgpool-ii pgcat odyssey proxysql", 6),
         **_each("port-name", "postgres postgresql mysql mongo mongodb redis cql db", 2),
         **_each("port-name", "tcp-postgresql tcp-mysql tcp-redis", 2),
         # Stores' operators' own kinds (CloudNativePG's is called Cluster, too general to weigh).
@@ -394,6 +399,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "label:serving.knative.dev/service": 8,
         "label:serving.kserve.io/inferenceservice": 4,
         **_each("owner", "InferenceService ServingRuntime ClusterServingRuntime InferenceGraph", 4),
+        "owner:LLMInferenceService": 4,
         **_each("command", "vllm text-generation-launcher tritonserver tensorflow_model_server", 1),
         **_each("command", "torchserve gunicorn uvicorn java node python dotnet npm", 1),
         **_each("flag", SERVING_FLAGS, 2),

@@ -159,8 +159,10 @@ def test_bad_certificates_are_refused_under_load_without_a_failed_request(tmp_pa
 def test_readiness_follows_the_served_certificate_near_its_expiry(tmp_path: Path) -> None:
     cert_dir = tmp_path / "certs"
     certs.init(cert_dir, service="tenantgate", namespace="tenantgate-system")
-    write_pair(cert_dir, leaf(directory_ca(cert_dir), valid_for=timedelta(minutes=5)))
-    env = {"TENANTGATE_CERTIFICATE_EXPIRY_MARGIN_SECONDS": "600"}
+    # Valid for an hour: near its expiry under a two-hour margin, far from it under a minute's,
+    # however long a loaded machine takes between the two servers.
+    write_pair(cert_dir, leaf(directory_ca(cert_dir), valid_for=timedelta(hours=1)))
+    env = {"TENANTGATE_CERTIFICATE_EXPIRY_MARGIN_SECONDS": "7200"}
     with running_server(cert_dir, env=env, ready=False) as server:
         wait_for(lambda: "certs" in server.readyz()[1]["checks"], what="a certs check")
         wait_for(

@@ -769,10 +769,28 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "ml-training",
     ),
     (
-        "an FPGA is an accelerator",
-        pod("docker.io/inaccel/jupyter:lab", requests={"xilinx/aws-vu9p-f1": "1"}),
+        "a connection pooler in front of a store is the store's front door",
+        pod(
+            "registry.example.com/platform/connection-pool:1",
+            ports=[5432],
+            owner=("ReplicaSet", "acid-minimal-cluster-pooler-6f7d"),
+            labels={"application": "db-connection-pooler"},
+            env=[{"name": "PGHOST", "value": "acid-minimal-cluster"}],
+        ),
         "default",
-        "ml-training",
+        "database",
+    ),
+    (
+        "the pods of CloudNativePG's Pooler",
+        pod("registry.example.com/platform/bouncer:1", owner=("Pooler", "front")),
+        "default",
+        "database",
+    ),
+    (
+        "the pods of a KServe LLMInferenceService on CPU",
+        pod("docker.io/vllm/vllm-openai-cpu:v0.9", owner=("LLMInferenceService", "opt-125m")),
+        "default",
+        "api",
     ),
     (
         "an identity server, known by its image",

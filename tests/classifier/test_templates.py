@@ -275,6 +275,52 @@ def test_a_custom_resource_shaped_like_a_pod_owns_its_pods() -> None:
     }
 
 
+def test_an_embedded_object_owns_the_pods_of_its_templates() -> None:
+    """A Kueue AppWrapper wraps whole objects: the PyTorchJob it creates, not the AppWrapper,
+    owns the pods; the key still names the object the file holds."""
+    job: JSONObject = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "mnist"},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": template()}}},
+    }
+    document: JSONObject = {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": {"name": "wrapped", "namespace": "ml"},
+        "spec": {"components": [{"template": job}]},
+    }
+    (found,) = find_pod_templates(document)
+    assert found.key == (
+        "AppWrapper/wrapped@spec.components[0].template.spec.pytorchReplicaSpecs.Worker.template"
+    )
+    pod = pod_from_template(found, namespace="dev")
+    assert owner_of(pod) == ("kubeflow.org/v1", "PyTorchJob", "mnist")
+    assert pod["metadata"]["namespace"] == "ml"
+    assert pod["spec"] == SPEC
+
+
+def test_an_embedded_pod_is_a_bare_pod() -> None:
+    """An Argo Events trigger's resource may be a whole Pod: the pod as written."""
+    embedded: JSONObject = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "hello-"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"},
+    }
+    document: JSONObject = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Sensor",
+        "metadata": {"name": "s"},
+        "spec": {"triggers": [{"template": {"k8s": {"source": {"resource": embedded}}}}]},
+    }
+    (found,) = find_pod_templates(document)
+    pod = pod_from_template(found, namespace="dev")
+    assert "ownerReferences" not in pod["metadata"]
+    assert pod["spec"] == embedded["spec"]
+    assert pod["metadata"]["namespace"] == "dev"
+
+
 def test_a_custom_kind_named_like_a_builtin_keeps_its_group() -> None:
     pod = synthesize(workload("Job", {"template": template()}, api="batch.volcano.sh/v1alpha1"))
     assert owner_of(pod)[0] == "batch.volcano.sh/v1alpha1"

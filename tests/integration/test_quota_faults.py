@@ -33,6 +33,7 @@ import certs
 from testcluster import Cluster, NodeSpec
 from tests.integration.conftest import CONFIG, StartTenantgate
 from tests.integration.harness import (
+    WAIT,
     HTTPSApp,
     api_client,
     create_namespace,
@@ -146,6 +147,10 @@ def test_creates_refused_after_mutate_release_their_hold(
 # --------------------------------------------------------------------------- dry-run
 
 
+# Where the racing webhook's probes go: no tenant claims it, so tenantgate leaves them alone.
+PROBE_NAMESPACE = "default"
+
+
 class RacingWebhook:
     """A mutating webhook after tenantgate's: on a dry-run create it stores a real pod first,
     as another user's create landing between the dry-run's /mutate and its /validate."""
@@ -155,6 +160,7 @@ class RacingWebhook:
         self._kubeconfig = kubeconfig
         self._served: HTTPSApp | None = None
         self.raced = 0
+        self.probed = 0
 
     def _create_racer(self, namespace: str) -> None:
         api = api_client(self._kubeconfig)
@@ -166,7 +172,9 @@ class RacingWebhook:
 
     async def _review(self, request: Request) -> Response:
         req = orjson.loads(await request.body())["request"]
-        if req.get("dryRun") and req.get("operation") == "CREATE":
+        if req.get("namespace") == PROBE_NAMESPACE:
+            self.probed += 1
+        elif req.get("dryRun") and req.get("operation") == "CREATE":
             self.raced += 1
             await asyncio.to_thread(self._create_racer, req["namespace"])
         body = {
@@ -214,8 +222,22 @@ class RacingWebhook:
                 ],
             }
         )
-        api.close()
+        try:
+            self._wait_until_called(client.CoreV1Api(api))
+        finally:
+            api.close()
         return self
+
+    def _wait_until_called(self, core: Any) -> None:
+        """The API server reads webhook registrations from a watch: dry-run a labelled pod in
+        another namespace until the webhook sees one, so the race is run, not skipped."""
+        deadline = time.monotonic() + WAIT
+        while not self.probed:
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out waiting for the racing webhook to be called")
+            probe = pod("racer-probe", labels={"race": "yes"})
+            core.create_namespaced_pod(PROBE_NAMESPACE, probe, dry_run="All")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self._served is not None:
