@@ -15,6 +15,7 @@ import base64
 import binascii
 import logging
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import jsonpatch
@@ -52,7 +53,9 @@ def make_json_patch(original: JSONObject, patched: JSONObject) -> list[JSONObjec
 _MISSING: Any = object()
 
 
+@lru_cache(maxsize=4096)
 def _pointer(path: str, key: str) -> str:
+    """``path`` extended by ``key`` (cached: pods of one workload share their member paths)."""
     return f"{path}/{key.replace('~', '~0').replace('/', '~1')}"
 
 
@@ -80,11 +83,13 @@ def _diff(source: Any, target: Any, path: str, out: list[JSONObject]) -> None:
     elif isinstance(source, dict):
         if _same(source, target):
             return  # an equal copy: one comparison in C instead of a walk in Python
-        for key in source:
-            if key not in target:
-                out.append({"op": "remove", "path": _pointer(path, key)})
+        if not source.keys() <= target.keys():  # a set comparison in C: removals are rare
+            for key in source:
+                if key not in target:
+                    out.append({"op": "remove", "path": _pointer(path, key)})
+        get = source.get
         for key, value in target.items():
-            old = source.get(key, _MISSING)
+            old = get(key, _MISSING)
             if old is _MISSING:
                 out.append({"op": "add", "path": _pointer(path, key), "value": value})
             elif old is not value:  # shared subtrees (most of a mutated pod) cost nothing

@@ -45,12 +45,16 @@ def string(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# metadata, spec and annotation test the types themselves rather than calling obj and string:
+# the admission path reads them a few dozen times per pod.
 def metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj(pod.get("metadata"))
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, dict) else _EMPTY
 
 
 def spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj(pod.get("spec"))
+    value = pod.get("spec")
+    return value if isinstance(value, dict) else _EMPTY
 
 
 def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
@@ -63,7 +67,10 @@ def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
 
 def annotation(pod: Mapping[str, Any], key: str) -> str | None:
     """``annotations(pod).get(key)``, without copying every annotation to read one."""
-    return string(obj(metadata(pod).get("annotations")).get(key))
+    meta = pod.get("metadata")
+    found = meta.get("annotations") if isinstance(meta, dict) else None
+    value = found.get(key) if isinstance(found, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def name(pod: Mapping[str, Any]) -> str:
@@ -101,11 +108,20 @@ def _string_map(value: Any) -> Mapping[str, str]:
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
+# The types a JSON parser gives a scalar: a dict or list holding only these (labels, a
+# container's command) is copied in one call, its items' types checked in C.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def clone(value: Any) -> Any:
     """A copy of a JSON value (much cheaper than ``copy.deepcopy`` for plain JSON)."""
     if isinstance(value, dict):
+        if _SCALARS.issuperset(map(type, value.values())):
+            return dict(value)
         return {k: clone(v) for k, v in value.items()}
     if isinstance(value, list):
+        if _SCALARS.issuperset(map(type, value)):
+            return list(value)
         return [clone(v) for v in value]
     return value
 
