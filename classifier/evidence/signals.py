@@ -169,6 +169,12 @@ def image_signals(repository: str) -> tuple[str, ...]:
     last = [w for w in _WORD_SPLIT.split(parts[-1]) if w and not w.isdigit()]
     if len(last) > 1:
         found.append(f"image-role:{last[-1]}")
+    # Who publishes it: the path before the image's own name, without a registry host.
+    publisher = parts[: len(parts) - len(own)]
+    if publisher and "." in publisher[0]:
+        publisher = publisher[1:]
+    for part in publisher:
+        found.extend(f"image-org:{word}" for word in words(part))
     return tuple(found)
 
 
@@ -499,6 +505,7 @@ def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> Pod
 SIGNAL_KINDS = (
     "image",
     "image-role",
+    "image-org",
     "name",
     "port",
     "port-name",

@@ -271,6 +271,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "toleration:*": 2,
         **_each_kind("name image", SYSTEM_WORDS, 2),
         **_each_kind("name image", ADDON_NAMES, 4),
+        **_each("image-org", ADDON_NAMES, 3),
         **_each("image-role", "operator controller manager exporter webhook agent plugin", 4),
         **_each("image-role", "driver provisioner injector installer labeller", 4),
         **_each("image", "syslog rsyslog", 4),

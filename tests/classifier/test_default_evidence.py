@@ -793,6 +793,17 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "api",
     ),
     (
+        "an add-on's own UI in the add-on's namespace, its image published by the add-on",
+        pod(
+            "cr.l5d.io/linkerd/web:stable-2.14",
+            ports=[8084],
+            owner=("ReplicaSet", "web-6d4f"),
+            labels={"component": "web"},
+        ),
+        "linkerd-viz",
+        "system",
+    ),
+    (
         "an identity server, known by its image",
         pod("quay.io/keycloak/keycloak:22.0.1", ports=[8080], args=["start-dev"]),
         "auth",

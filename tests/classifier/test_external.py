@@ -23,8 +23,9 @@ from classifier.templates import PodTemplate, find_pod_templates, pod_from_templ
 from tests.classifier.test_fixtures import classifier
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "external"
-# Measured when the files were added (204 of 242 pods): a floor against regressions.
-FLOOR = 204 / 242
+# 204 of 242 pods when the files were added, 205 since an add-on's images count as its own:
+# a floor against regressions.
+FLOOR = 205 / 242
 
 
 def files() -> list[Path]:
