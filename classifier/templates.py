@@ -131,15 +131,12 @@ def find_pod_templates(document: Any, *, prefix: str = "") -> Iterator[PodTempla
         if built:
             return
         # A shape the handler does not know (an older API version): templates by shape.
-    count = _indexed_job_pods(document) if (group, kind) == ("batch", "Job") else 1
     for path, template, holder in _walk(document, prefix, top=True):
         if holder is None:
             yield PodTemplate(
-                kind, name, api_version, namespace, path, template, document, count=count
+                kind, name, api_version, namespace, path, template, document, count=_count(document)
             )
             continue
-        holder_api = podview.string(holder.get("apiVersion")) or ""
-        holder_kind = podview.string(holder.get("kind")) or ""
         yield PodTemplate(
             kind,
             name,
@@ -148,18 +145,20 @@ def find_pod_templates(document: Any, *, prefix: str = "") -> Iterator[PodTempla
             path,
             template,
             holder,
-            count=_indexed_job_pods(holder)
-            if (holder_api.rpartition("/")[0], holder_kind) == ("batch", "Job")
-            else 1,
-            owner_kind=holder_kind,
+            count=_count(holder),
+            owner_kind=podview.string(holder.get("kind")) or "",
             owner_name=podview.name(holder) or name,
-            owner_api=holder_api,
+            owner_api=podview.string(holder.get("apiVersion")) or "",
         )
 
 
-def _indexed_job_pods(job: Mapping[str, Any]) -> int:
-    """An Indexed Job's pods at once: min(parallelism, completions), parallelism 1 unset."""
-    spec = podview.spec(job)
+def _count(owner: Mapping[str, Any]) -> int:
+    """How many pods ``owner`` creates from its template at once, as one group: an Indexed
+    Job's min(parallelism, completions), parallelism 1 unset; else 1."""
+    api_version = podview.string(owner.get("apiVersion")) or ""
+    if (api_version.rpartition("/")[0], owner.get("kind")) != ("batch", "Job"):
+        return 1
+    spec = podview.spec(owner)
     if spec.get("completionMode") != "Indexed":
         return 1
     parallelism = spec.get("parallelism")
@@ -286,11 +285,12 @@ def pod_from_template(found: PodTemplate, *, namespace: str) -> JSONObject:
         meta["generateName"] = f"{owner_name}-"
     meta["namespace"] = ns
     meta["ownerReferences"] = [owner_reference(owner_api, owner_kind, owner_name, namespace=ns)]
-    spec: JSONObject = clone(dict(podview.spec(found.template)))
+    spec: JSONObject = dict(podview.spec(found.template))
     if found.template is found.owner:
         # A custom resource shaped like a pod (a serving runtime's spec.containers): its pods
         # are its controller's, with the pod spec's own fields of its spec.
         spec = {k: v for k, v in spec.items() if k in POD_SPEC_FIELDS}
+    spec = clone(spec)
     if owner_kind == "StatefulSet" and pod_name is not None:
         _stateful_identity(spec, found.owner, owner_name, pod_name)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

@@ -538,10 +538,10 @@ priorityClasses:
 profiles: {{general: {{}}}}
 """
 
-# The replica tests' config template (``test_ha.ha_cluster`` formats it with ``ttl``,
-# ``guaranteed``, ``ceiling`` and ``backend``): tenant team-a guaranteed ``guaranteed`` pods. A
-# test appends lines of its own to team-a's quota (six spaces) or to team-a (four).
-PODS_QUOTA_CONFIG = (
+# The replica tests' config templates (``test_ha.ha_cluster`` formats them with ``ttl``,
+# ``guaranteed``, ``ceiling`` and ``backend``) up to tenant team-a's quota: a test adds the
+# quota's lines (six spaces).
+REPLICA_CONFIG_HEAD = (
     CONFIG_HEAD
     + """\
 reservationTTLSeconds: {ttl}
@@ -550,9 +550,11 @@ tenants:
   team-a:
     namespaces: [team-a]
     quota:
-      guaranteed: {{pods: "{guaranteed}"}}
 """
 )
+# Tenant team-a guaranteed ``guaranteed`` pods. A test appends lines of its own to team-a's
+# quota (six spaces) or to team-a (four).
+PODS_QUOTA_CONFIG = REPLICA_CONFIG_HEAD + '      guaranteed: {{pods: "{guaranteed}"}}\n'
 
 
 def one_tenant_config(tenant: str, *, cpu: str) -> str:

@@ -20,7 +20,7 @@ import pytest
 from classifier.limits import pod_usage
 from classifier.quantities import Quantity
 from testcluster import Cluster
-from tests.integration.harness import CONFIG_HEAD, eventually
+from tests.integration.harness import REPLICA_CONFIG_HEAD, eventually
 from tests.integration.test_ha import (
     NAMESPACE,
     HACluster,
@@ -31,14 +31,8 @@ from tests.integration.test_ha import (
 )
 
 CONFIG = (
-    CONFIG_HEAD
+    REPLICA_CONFIG_HEAD
     + """\
-reservationTTLSeconds: {ttl}
-ledger: {{backend: {backend}}}
-tenants:
-  team-a:
-    namespaces: [team-a]
-    quota:
       guaranteed: {{limits.cpu: "{guaranteed}"}}
       burst: {{max: {{limits.cpu: "{ceiling}"}}}}
     containerDefaults:
