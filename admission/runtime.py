@@ -704,7 +704,7 @@ class Runtime:
         while True:
             await asyncio.sleep(self.timings.sweep_seconds)
             try:
-                self.controller.sweep(now=self._clock())
+                self.controller.sweep(now=self._clock(), listed=self.synced())
             except Exception:
                 logger.exception("reservation sweep failed")
 

@@ -925,13 +925,27 @@ class LedgerController:
 
     # -- periodic ------------------------------------------------------------------------
 
-    def sweep(self, *, now: float) -> SweepReport:
-        """Expire unconfirmed reservations; release pods stuck terminating past their grace."""
+    def sweep(self, *, now: float, listed: bool) -> SweepReport:
+        """Expire unconfirmed reservations; release pods stuck terminating past their grace.
+
+        ``listed``: whether the pods have been listed since this controller started its term.
+        Until then a reservation bound to a pod stays whatever its expiry: the validating
+        webhook admitted that pod, which may well be stored and not seen yet (a new lease
+        holder's first list of a large cluster takes a while), and freeing its room would lend
+        it twice. The first list charges such pods; unbound holds past their TTL go at once
+        (their pods never reached validation). Queued entries wait for the list likewise.
+        """
+        only_unbound = not listed
         expired: list[tuple[str, Reservation]] = []
         for tenant, ledger in self._store.snapshot().items():
-            if not any(r.expires_at <= now for r in ledger.reservations.values()):
+            if not any(
+                r.expires_at <= now and (listed or r.pod_uid is None)
+                for r in ledger.reservations.values()
+            ):
                 continue
-            removed = self._store.update(tenant, lambda current: expire(current, now=now))
+            removed = self._store.update(
+                tenant, lambda current: expire(current, now=now, only_unbound=only_unbound)
+            )
             for reservation in removed:
                 expired.append((tenant, reservation))
                 self.stats.count(self.stats.expired, tenant)
@@ -944,7 +958,7 @@ class LedgerController:
                     extra={"tenant": tenant, "reservation": reservation.id},
                 )
         for tenant, ledger in self._store.snapshot().items():
-            if not any(
+            if not listed or not any(
                 e.expires_at is not None and e.expires_at <= now for e in ledger.queued.values()
             ):
                 continue

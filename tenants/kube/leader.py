@@ -591,7 +591,7 @@ class LeaderDuties:
         logger.info("leading: watching pods, sweeping and recounting the tenant ledgers")
         try:
             await asyncio.gather(
-                self._sweep_loop(),
+                self._sweep_loop(sync),
                 self._recount_loop(sync),
                 self._store.keep_fresh(interval=self._sweep_seconds),
                 *(duty() for duty in self._duties),
@@ -600,11 +600,12 @@ class LeaderDuties:
             self.sync = None
             await sync.stop()
 
-    async def _sweep_loop(self) -> None:
+    async def _sweep_loop(self, sync: ClusterSync) -> None:
         while True:
             await asyncio.sleep(self._sweep_seconds)
             try:
-                self._controller.sweep(now=self._clock())
+                # This term's first pod list decides which bound reservations have pods.
+                self._controller.sweep(now=self._clock(), listed=sync.synced)
             except Exception:
                 logger.exception("reservation sweep failed")
 

@@ -631,6 +631,52 @@ def test_a_new_leader_releases_the_old_leaders_reservations_exactly_once(
     assert new.metrics().get("tenantgate_leader") == 1.0
 
 
+@pytest.fixture
+def small_cluster(kube: Cluster, kube_cert_dir: Path, tmp_path: Path) -> Iterator[HACluster]:
+    with ha_cluster(kube, tmp_path, cert_dir=kube_cert_dir, guaranteed=2, ceiling=3) as running:
+        yield running
+
+
+def test_a_new_leader_slow_to_list_the_pods_keeps_the_room_of_pods_admitted_without_a_leader(
+    small_cluster: HACluster,
+) -> None:
+    # Pods admitted while no replica leads are stored with bound reservations nobody confirms.
+    # Their reservations outlive their TTL while the next lease holder's first pod list is
+    # slow (the fault proxy holds it): its sweeps must not free their room meanwhile, or the
+    # ceiling is lent again before that list charges them.
+    cluster = small_cluster
+    old = cluster.leader()
+    old.kill()
+    cluster.kube.balancer.set_backends([r.port for r in cluster.replicas if r.alive])
+    cluster.kube.proxy.add_latency(25.0, verb="list", resource="pods", path="/api/v1/pods")
+    api = cluster.api_client()
+    try:
+        core = client.CoreV1Api(api)
+        for n in range(cluster.ceiling):
+            assert create_pod(core, f"leaderless-{n}") == "created"
+        admitted = time.monotonic()
+        eventually(lambda: _has_other_leader(cluster, old), "another replica to take the Lease")
+        # Past every reservation's TTL, with sweeps every half second on the new holder.
+        time.sleep(max(0.0, admitted + TTL_SECONDS + 3.0 - time.monotonic()))
+        status = cluster.ledger_status()
+        assert len(status.get("reservations") or []) == cluster.ceiling, (
+            f"the admitted pods' reservations were freed before their pods were listed: "
+            f"{status}\n{replica_warnings(cluster)}"
+        )
+        assert create_pod(core, "one-too-many") == "denied"
+    finally:
+        api.close()
+        cluster.kube.proxy.clear()
+    # Once the list arrives the pods are charged and their reservations settled.
+    eventually(
+        lambda: not cluster.ledger_status().get("reservations"),
+        "the new lease holder to confirm the pods",
+        timeout=WAIT,
+    )
+    assert stored_usage(cluster) == truth(cluster)
+    assert len(cluster.pods()) == cluster.ceiling
+
+
 def _has_other_leader(cluster: HACluster, old: Replica) -> bool:
     try:
         return cluster.leader() is not old

@@ -27,7 +27,7 @@ from tenants.controller import (
     release_pod,
     usage_drift,
 )
-from tenants.ledger import Charge, MemoryLedger, TenantLedger, book, cancel
+from tenants.ledger import Charge, MemoryLedger, TenantLedger, book, cancel, enqueue
 
 CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -455,9 +455,9 @@ def test_a_pod_stuck_terminating_is_released_by_the_sweep_after_its_grace(
     controller.apply_pod(facts_of(make_pod("u1")), now=NOW)
     terminating = facts_of(make_pod("u1", version="2", deleted_at="2023-11-14T22:13:20Z", grace=30))
     controller.apply_pod(terminating, now=NOW)
-    assert controller.sweep(now=NOW + 30).released_terminating == 0
+    assert controller.sweep(now=NOW + 30, listed=True).released_terminating == 0
     assert store.get("team-a").guaranteed == amounts(cpu="1", memory="1Gi", pods="1")
-    assert controller.sweep(now=NOW + 31).released_terminating == 1
+    assert controller.sweep(now=NOW + 31, listed=True).released_terminating == 1
     assert store.get("team-a").guaranteed == {}
     assert controller.stats.released == {"terminating": 1}
     controller.delete_pod(terminating, now=NOW + 40)
@@ -470,13 +470,47 @@ def test_the_sweep_expires_reservations_never_confirmed(
 ) -> None:
     reserve(store, "team-a", "r-old", amounts(cpu="1"), now=NOW)
     reserve(store, "team-a", "r-new", amounts(cpu="2"), now=NOW + 20)
-    assert controller.sweep(now=NOW + 29).expired == ()
+    assert controller.sweep(now=NOW + 29, listed=True).expired == ()
     with caplog.at_level(logging.INFO, logger="tenants.controller"):
-        report = controller.sweep(now=NOW + 30)
+        report = controller.sweep(now=NOW + 30, listed=True)
     assert [(tenant, r.id) for tenant, r in report.expired] == [("team-a", "r-old")]
     assert store.get("team-a").guaranteed == amounts(cpu="2")
     assert controller.stats.expired == {"team-a": 1}
     assert "reservation r-old of tenant team-a expired unconfirmed: released cpu=1" in caplog.text
+
+
+def test_before_its_first_pod_list_the_sweep_keeps_reservations_bound_to_pods(
+    store: MemoryLedger,
+) -> None:
+    # A new lease holder sweeps on a timer from the start, while its first list of the pods is
+    # still coming. A reservation the validating webhook bound to a pod stands for a pod that
+    # may be stored already: freeing it before the list shows the pod would lend its room
+    # twice. Unbound holds past their TTL are orphans either way.
+    fresh = LedgerController(store, policy=policy_of())
+    fresh.replace_namespaces({"team-a": {}, "team-a-dev": {}}, now=NOW)
+    pod = make_pod("u1", cpu="2", memory="1Gi", reservation="r-bound")
+    reserve(store, "team-a", "r-bound", request_of(pod), pod_uid="u1")
+    reserve(store, "team-a", "r-hold", amounts(cpu="1"))
+    store.update(
+        "team-a",
+        lambda ledger: (enqueue(ledger, entry_id="q-1", priority=10, now=NOW, ttl=30), None),
+    )
+
+    report = fresh.sweep(now=NOW + 31, listed=False)
+
+    assert [r.id for _, r in report.expired] == ["r-hold"]
+    held = store.get("team-a")
+    assert set(held.reservations) == {"r-bound"}
+    assert held.guaranteed == amounts(cpu="2", memory="1Gi", pods="1")
+    assert set(held.queued) == {"q-1"}  # lapses once the list could have settled it
+
+    fresh.replace_pods([facts_of(pod)], now=NOW + 31, initial=True)
+    charged = store.get("team-a")
+    assert set(charged.charges) == {"u1"}
+    assert charged.reservations == Map()
+    assert charged.guaranteed == amounts(cpu="2", memory="1Gi", pods="1")
+    fresh.sweep(now=NOW + 31, listed=True)
+    assert store.get("team-a").queued == Map()
 
 
 # --------------------------------------------------------------------------- namespaces and policy
@@ -827,7 +861,7 @@ def test_the_incremental_ledger_always_equals_the_truth(
         elif kind == "relist":
             controller.replace_pods([facts_of(p) for p in live.values()], now=now, initial=False)
         elif kind == "expire":
-            controller.sweep(now=now + 31)
+            controller.sweep(now=now + 31, listed=True)
             now += 31
         assert_truthful(controller, now=now)
     # And the ledger charges exactly the live, unfinished pods of claimed namespaces.
