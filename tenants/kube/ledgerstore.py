@@ -383,6 +383,7 @@ class _Replay:
 class _Queue:
     waiters: list[_Waiter] = field(default_factory=list)
     replays: list[_Replay] = field(default_factory=list)
+    writing: list[_Replay] = field(default_factory=list)  # taken by the commit in flight
     task: asyncio.Task[None] | None = None
     replay_failures: int = 0
     replay_after: float = 0.0  # monotonic time before which replays wait (API unreachable)
@@ -544,6 +545,14 @@ class KubeLedgerStore:
             return
         self._known[stored.name] = _Known(stored.resource_version, ledger)
         self.stats.observed += 1
+        if stored.name in self._views:
+            # Controller changes still queued: the view is this object with them applied, so
+            # the controller sees what other replicas booked meanwhile (a pod they admitted
+            # is confirmed, not counted as late).
+            charges = self._charges.get(stored.name)
+            self._set_view(
+                stored.name, replace(ledger, charges=charges) if charges is not None else ledger
+            )
 
     def forget(self, name: str) -> None:
         """The TenantLedger object is gone (deleted): the view drops it."""
@@ -666,6 +675,7 @@ class KubeLedgerStore:
         """One group commit: read, apply every waiting change, one compare-and-swap write."""
         batch: list[_Waiter] = []
         replays: list[_Replay] = []
+        queue.writing = replays
         try:
             await self._commit_batch(tenant, queue, batch, replays)
         except asyncio.CancelledError:
@@ -678,6 +688,7 @@ class KubeLedgerStore:
                 # the view must not keep showing them, or the sweep and the recount would
                 # trust a ledger that was never stored.
                 self.stats.replays_dropped += len(replays)
+                queue.writing = []
                 self._forget_view(tenant)
             self._fail(
                 batch,
@@ -687,6 +698,8 @@ class KubeLedgerStore:
                     reason="InternalError",
                 ),
             )
+        finally:
+            queue.writing = []
 
     async def _commit_batch(
         self, tenant: str, queue: _Queue, batch: list[_Waiter], replays: list[_Replay]
@@ -887,6 +900,9 @@ class KubeLedgerStore:
         return written
 
     def _remember(self, tenant: str, written: StoredLedger, ledger: TenantLedger) -> None:
+        queue = self._queues.get(tenant)
+        if queue is not None:
+            queue.writing = []  # part of ``ledger`` now
         as_stored = replace(ledger, charges=_NO_CHARGES)
         self._known[tenant] = _Known(written.resource_version, as_stored)
         if self._leading:
@@ -900,14 +916,15 @@ class KubeLedgerStore:
         self._set_view(tenant, self.get(tenant))
 
     def _set_view(self, tenant: str, stored: TenantLedger) -> None:
-        """The view: ``stored`` with the controller's changes still queued applied; none when
-        nothing is queued (``get`` then reads the stored object)."""
+        """The view: ``stored`` with the controller's changes not written yet applied (those
+        of a commit in flight, then those still queued); none when there are none (``get``
+        then reads the stored object)."""
         queue = self._queues.get(tenant)
-        if queue is None or not queue.replays or not self._leading:
+        if queue is None or not (queue.writing or queue.replays) or not self._leading:
             self._views.pop(tenant, None)
             return
         view = stored
-        for replay in queue.replays:
+        for replay in (*queue.writing, *queue.replays):
             with contextlib.suppress(Exception):
                 view = replay.apply(view)
         self._views[tenant] = view

@@ -12,6 +12,7 @@ import asyncio
 import copy
 import itertools
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -453,6 +454,46 @@ async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
     ledger = stored_ledger(admin_client, tenant)
     assert sorted(ledger.reservations) == ["r-0"]
     assert ledger.guaranteed == {"cpu": Quantity.parse("2")}
+
+
+class _HeldWrites(KubeLedgerClient):
+    """A client whose status writes wait until ``release`` is set."""
+
+    def __init__(self, api_client: Any) -> None:
+        super().__init__(api_client)
+        self.release = threading.Event()
+
+    def write_status(self, name: str, status: Any, *, resource_version: str) -> Any:
+        self.release.wait(30)
+        return super().write_status(name, status, resource_version=resource_version)
+
+
+async def test_the_leaders_view_follows_the_watch_while_its_changes_wait_to_be_written(
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    other = new_store(api_client, stores)
+    await other.transact(tenant, booking("r-0"))
+    held = _HeldWrites(api_client)
+    leader = KubeLedgerStore(held, policy=FAST)
+    stores.append(leader)
+    leader.set_leading(True)
+    await leader.refresh()
+    # A controller change waits for its write (the group commit is busy): the view holds it.
+    leader.update(tenant, lambda current: (cancel(current, reservation_id="r-0"), None))
+    assert dict(leader.get(tenant).reservations) == {}
+
+    await other.transact(tenant, booking("r-1"))  # another replica admits a pod
+    written = held.read(tenant)
+    assert written is not None
+    leader.observe(written)  # its watch event
+
+    # The view shows the new booking with the queued change still applied, so confirming
+    # that pod's reservation is a confirmation, not a late pod counted on its own request.
+    assert sorted(leader.get(tenant).reservations) == ["r-1"]
+    held.release.set()
+    await drained(leader)
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-1"]
+    assert sorted(leader.get(tenant).reservations) == ["r-1"]
 
 
 async def test_a_recount_keeps_what_other_replicas_booked_meanwhile(
