@@ -253,12 +253,20 @@ def ledger_position(
     Every entry was queued earlier, so one of equal effective priority stays ahead. This is
     what admission tells (every replica shares the ledger; only the leader watches pods).
     """
-    ahead = sum(
-        1
-        for entry in entries
-        if entry.priority + policy.boost(now - entry.queued_at) >= priority
-        and not entry.id.startswith(GROUP_ENTRY_PREFIX)
-    )
+    # Aging only adds (0 to maxBoost): an entry already at ``priority`` is ahead whatever its
+    # age, one below ``priority - maxBoost`` never is, and only those between need their
+    # boost worked out. Admission counts every entry, so this loop is the queued pod's cost.
+    lowest = priority - policy.max_boost if policy.aging else priority
+    boost = policy.boost
+    ahead = 0
+    for entry in entries:
+        level = entry.priority
+        if level < lowest:
+            continue
+        if level < priority and level + boost(now - entry.queued_at) < priority:
+            continue
+        if not entry.id.startswith(GROUP_ENTRY_PREFIX):
+            ahead += 1
     return ahead + 1
 
 

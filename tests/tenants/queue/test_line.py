@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from classifier.quantities import Quantity
 from tenants.config import QueuePolicy
 from tenants.ledger import TenantLedger, book, enqueue, queued_entry_for
-from tenants.queue.line import QueuedPod, TenantQueue, ledger_position, order_key
+from tenants.queue.line import (
+    GROUP_ENTRY_PREFIX,
+    QueuedPod,
+    TenantQueue,
+    ledger_position,
+    order_key,
+)
 from tenants.queue.release import (
     PaceSettings,
     ReleasePace,
@@ -106,6 +112,42 @@ def test_ledger_position_counts_entries_at_least_as_high() -> None:
         ledger = enqueue(ledger, entry_id=name, priority=priority, now=at, ttl=None)
     # A new 300 at 120 s: b (500) is ahead, a (100 + 200 = 300) too (older), c (100) is not.
     assert ledger_position(ledger.queued.values(), priority=300, policy=AGING, now=120) == 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.integers(min_value=-100, max_value=1500),
+            st.floats(min_value=0, max_value=1000),
+            st.booleans(),
+        ),
+        max_size=30,
+    ),
+    priority=st.integers(min_value=-100, max_value=1500),
+    now=st.floats(min_value=0, max_value=2000),
+    aging=st.sampled_from(
+        [PLAIN, AGING, QueuePolicy(aging_interval=30, aging_step=7, max_boost=0)]
+    ),
+)
+def test_ledger_position_is_one_more_than_the_entries_at_or_above_the_priority(
+    entries: list[tuple[int, float, bool]], priority: int, now: float, aging: QueuePolicy
+) -> None:
+    # The definition the counting loop shortcuts: every entry whose effective priority (its
+    # own plus its aging boost) is at least the new pod's, group bookings aside.
+    ledger = TenantLedger("t")
+    for index, (level, at, group) in enumerate(entries):
+        entry_id = f"{GROUP_ENTRY_PREFIX}{index}" if group else f"e-{index}"
+        ledger = enqueue(ledger, entry_id=entry_id, priority=level, now=at, ttl=None)
+    wanted = 1 + sum(
+        1
+        for entry in ledger.queued.values()
+        if entry.priority + aging.boost(now - entry.queued_at) >= priority
+        and not entry.id.startswith(GROUP_ENTRY_PREFIX)
+    )
+    assert ledger_position(ledger.queued.values(), priority=priority, policy=aging, now=now) == (
+        wanted
+    )
 
 
 pods_strategy = st.lists(
