@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Final
 
 from classifier.quantities import Quantity
 from tenants.cohorts.fairshare import (
@@ -248,10 +249,17 @@ def _percent(value: Fraction) -> str:
     return f"{float(value) * 100:.0f}%"
 
 
+# A warning names this many lenders; a large tree's others are counted (kubectl shows it).
+NAMED_LENDERS: Final = 3
+
+
 def borrow_warning(tenant: str, result: Borrow) -> str:
     """What a borrowed pod is told: whose room it uses, and that it may be preempted."""
     amounts = ",".join(f"{name}={result.borrows[name]}" for name in sorted(result.borrows))
-    whose = ", ".join(result.lenders) or "the cohort"
+    named = result.lenders[:NAMED_LENDERS]
+    whose = ", ".join(named) or "the cohort"
+    if len(result.lenders) > len(named):
+        whose += f" and {len(result.lenders) - len(named)} more"
     text = (
         f"tenant {tenant} borrows {amounts} from cohort {result.cohort} (unused room of "
         f"{whose}): the pod may be preempted when they need it back"

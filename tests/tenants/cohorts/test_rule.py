@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from classifier.quantities import Quantity
-from tenants.cohorts.borrowing import borrow_warning, check_borrow, pool
+from tenants.cohorts.borrowing import Borrow, borrow_warning, check_borrow, pool
 from tenants.cohorts.fairshare import fair_share, release_order, share
 from tenants.cohorts.tree import CohortTree
 from tenants.config import Policy
@@ -190,6 +190,25 @@ class TestFairShare:
         assert heavy.fits
         assert heavy.over_share
         assert "among the first preempted" in borrow_warning("team-a", heavy)
+
+    def test_the_warning_names_three_lenders_and_counts_the_others(self) -> None:
+        lenders = ("team-b", "team-c", "team-d", "team-e", "team-f")
+        result = Borrow(
+            cohort="lab",
+            reasons=(),
+            borrows={"cpu": Quantity.parse("2")},
+            lenders=lenders,
+            share=Fraction(0),
+            fair_share=Fraction(1),
+        )
+        assert borrow_warning("team-a", result) == (
+            "tenant team-a borrows cpu=2 from cohort lab (unused room of team-b, team-c, "
+            "team-d and 2 more): the pod may be preempted when they need it back"
+        )
+        few = Borrow("lab", (), {"cpu": Quantity.parse("2")}, lenders[:3], Fraction(0), Fraction(1))
+        assert "(unused room of team-b, team-c, team-d)" in borrow_warning("team-a", few)
+        alone = Borrow("lab", (), {"cpu": Quantity.parse("2")}, (), Fraction(0), Fraction(1))
+        assert "(unused room of the cohort)" in borrow_warning("team-a", alone)
 
     def test_at_or_above_its_fair_share_a_tenant_borrows_no_more_while_others_wait(
         self,
