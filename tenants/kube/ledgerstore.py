@@ -545,10 +545,13 @@ class KubeLedgerStore:
             return
         self._known[stored.name] = _Known(stored.resource_version, ledger)
         self.stats.observed += 1
-        if stored.name in self._views:
-            # Controller changes still queued: the view is this object with them applied, so
-            # the controller sees what other replicas booked meanwhile (a pod they admitted
-            # is confirmed, not counted as late).
+        queue = self._queues.get(stored.name)
+        if stored.name in self._views and queue is not None and not queue.writing:
+            # Controller changes queued, none being written: the view is this object with
+            # them applied, so the controller sees what other replicas booked meanwhile (a
+            # pod they admitted is confirmed, not counted as late). While a write is in
+            # flight this object may already hold its changes: the commit's own read
+            # refreshes the view instead.
             charges = self._charges.get(stored.name)
             self._set_view(
                 stored.name, replace(ledger, charges=charges) if charges is not None else ledger
@@ -718,6 +721,10 @@ class KubeLedgerStore:
                     # The lease went while the read was in flight: a former leader writes
                     # none of the controller's changes (the new leader recounts).
                     self._drop_replays(tenant, replays)
+                elif replays or queue.replays:
+                    # A fresh object without the changes about to be written: the view
+                    # follows it, with them applied (see ``observe``).
+                    self._set_view(tenant, current)
                 ledger, answers = self._apply(current, batch, replays)
                 if ledger is current:
                     # Nothing to write, but the view must follow the fresh read all the same:

@@ -27,6 +27,7 @@ from classifier.quantities import Quantity
 from tenants.decisions import PolicyAdmitter
 from tenants.kube import ledgerstore
 from tenants.kube.backoff import BackoffPolicy
+from tenants.kube.errors import KubeError
 from tenants.kube.ledgerstore import (
     GROUP,
     PLURAL,
@@ -35,6 +36,7 @@ from tenants.kube.ledgerstore import (
     KubeLedgerClient,
     KubeLedgerStore,
     LedgerStoreCollector,
+    StoredLedger,
     rebase,
 )
 from tenants.ledger import (
@@ -48,6 +50,7 @@ from tenants.ledger import (
     confirm,
     expire,
     ledger_from_json,
+    ledger_to_json,
     release,
 )
 from tenants.verdicts import Verdict
@@ -457,15 +460,28 @@ async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
 
 
 class _HeldWrites(KubeLedgerClient):
-    """A client whose status writes wait until ``release`` is set."""
+    """A client whose status writes wait until ``release`` is set; ``unreachable`` more of
+    them fail as if the API server were down."""
 
     def __init__(self, api_client: Any) -> None:
         super().__init__(api_client)
         self.release = threading.Event()
+        self.release.set()
+        self.unreachable = 0
 
     def write_status(self, name: str, status: Any, *, resource_version: str) -> Any:
+        if self.unreachable:
+            self.unreachable -= 1
+            raise KubeError("connection refused", reason="ConnectionError")
         self.release.wait(30)
         return super().write_status(name, status, resource_version=resource_version)
+
+
+SLOW_REPLAYS = CasPolicy(
+    max_attempts=5,
+    conflict_backoff=FAST.conflict_backoff,
+    replay_backoff=BackoffPolicy(base=30.0, factor=1.0, cap=30.0, jitter=0.0),
+)
 
 
 async def test_the_leaders_view_follows_the_watch_while_its_changes_wait_to_be_written(
@@ -474,12 +490,14 @@ async def test_the_leaders_view_follows_the_watch_while_its_changes_wait_to_be_w
     other = new_store(api_client, stores)
     await other.transact(tenant, booking("r-0"))
     held = _HeldWrites(api_client)
-    leader = KubeLedgerStore(held, policy=FAST)
+    leader = KubeLedgerStore(held, policy=SLOW_REPLAYS)
     stores.append(leader)
     leader.set_leading(True)
     await leader.refresh()
-    # A controller change waits for its write (the group commit is busy): the view holds it.
+    # A controller change whose write failed waits for its retry: the view holds it.
+    held.unreachable = 1
     leader.update(tenant, lambda current: (cancel(current, reservation_id="r-0"), None))
+    await _until(lambda: leader.stats.writes == 0 and bool(leader._queues[tenant].replays))
     assert dict(leader.get(tenant).reservations) == {}
 
     await other.transact(tenant, booking("r-1"))  # another replica admits a pod
@@ -487,13 +505,49 @@ async def test_the_leaders_view_follows_the_watch_while_its_changes_wait_to_be_w
     assert written is not None
     leader.observe(written)  # its watch event
 
-    # The view shows the new booking with the queued change still applied, so confirming
+    # The view shows the new booking with the waiting change still applied, so confirming
     # that pod's reservation is a confirmation, not a late pod counted on its own request.
     assert sorted(leader.get(tenant).reservations) == ["r-1"]
+    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-0", "r-1"]
+
+
+async def test_the_watch_never_applies_a_change_twice_while_its_write_is_in_flight(
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    held = _HeldWrites(api_client)
+    leader = KubeLedgerStore(held, policy=FAST)
+    stores.append(leader)
+    leader.set_leading(True)
+    await leader.transact(tenant, booking("r-0"))
+    base = held.read(tenant)
+    assert base is not None
+
+    def charge(ledger: TenantLedger) -> tuple[TenantLedger, None]:
+        # Not idempotent, as a pod's charge is not: applied twice it counts twice.
+        return book(
+            ledger,
+            reservation_id=f"r-{len(ledger.reservations)}",
+            tier="guaranteed",
+            amount={"cpu": CPU},
+            now=1000.0,
+            ttl=60.0,
+        ), None
+
+    held.release.clear()
+    leader.update(tenant, charge)  # its write is now in flight, held
+    await _until(lambda: bool(leader._queues[tenant].writing))
+    # The watch delivers the object that write is about to store before the write returns.
+    ledger = ledger_from_json(dict(base.status or {}), tenant=tenant)
+    landed, _ = charge(ledger)
+    leader.observe(
+        StoredLedger(tenant, str(int(base.resource_version) + 1), ledger_to_json(landed))
+    )
+    assert leader.get(tenant).guaranteed == {"cpu": Quantity.parse("2")}
+
     held.release.set()
     await drained(leader)
-    assert sorted(stored_ledger(admin_client, tenant).reservations) == ["r-1"]
-    assert sorted(leader.get(tenant).reservations) == ["r-1"]
+    assert stored_ledger(admin_client, tenant).guaranteed == {"cpu": Quantity.parse("2")}
+    assert leader.get(tenant).guaranteed == {"cpu": Quantity.parse("2")}
 
 
 async def test_a_recount_keeps_what_other_replicas_booked_meanwhile(
