@@ -106,6 +106,19 @@ def new_store(api_client: Any, stores: list[KubeLedgerStore], **kwargs: Any) -> 
     return store
 
 
+def leading_store(
+    ledger_client: KubeLedgerClient,
+    stores: list[KubeLedgerStore],
+    *,
+    policy: CasPolicy = FAST,
+) -> KubeLedgerStore:
+    """A store on ``ledger_client`` (one that fails or holds writes) leading the controller."""
+    store = KubeLedgerStore(ledger_client, policy=policy)
+    stores.append(store)
+    store.set_leading(True)
+    return store
+
+
 def stored(admin_client: Any, tenant: str) -> dict[str, Any]:
     """The TenantLedger object as stored, read as the admin straight from the API server."""
     api: Any = client.CustomObjectsApi(admin_client)
@@ -490,9 +503,7 @@ async def test_the_leaders_view_follows_the_watch_while_its_changes_wait_to_be_w
     other = new_store(api_client, stores)
     await other.transact(tenant, booking("r-0"))
     held = _HeldWrites(api_client)
-    leader = KubeLedgerStore(held, policy=SLOW_REPLAYS)
-    stores.append(leader)
-    leader.set_leading(True)
+    leader = leading_store(held, stores, policy=SLOW_REPLAYS)
     await leader.refresh()
     # A controller change whose write failed waits for its retry: the view holds it.
     held.unreachable = 1
@@ -515,9 +526,7 @@ async def test_the_watch_never_applies_a_change_twice_while_its_write_is_in_flig
     admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     held = _HeldWrites(api_client)
-    leader = KubeLedgerStore(held, policy=FAST)
-    stores.append(leader)
-    leader.set_leading(True)
+    leader = leading_store(held, stores)
     await leader.transact(tenant, booking("r-0"))
     base = held.read(tenant)
     assert base is not None
@@ -639,9 +648,7 @@ async def test_a_controller_change_lost_to_an_unexpected_error_leaves_the_view(
     admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
     broken = _BrokenWrites(api_client)
-    store = KubeLedgerStore(broken, policy=FAST)
-    stores.append(store)
-    store.set_leading(True)
+    store = leading_store(broken, stores)
     await store.transact(tenant, booking("r-1"))
     broken.broken = 1
     store.update(tenant, lambda current: (cancel(current, reservation_id="r-1"), None))
