@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tenants.kube.cohortclient import COHORT_PLURAL
 from tenants.kube.ledgerstore import GROUP, PLURAL, VERSION
 from testcluster import Cluster
 from tests.integration.harness import api_client, create_namespace, create_or_deny, eventually
@@ -106,6 +107,44 @@ def ledger_pods(cluster: HACluster, tenant: str) -> dict[str, str]:
     }
 
 
+def stored_state(cluster: HACluster) -> str:
+    """Each TenantLedger (usage, reservations by tier and whether bound), the cohort ledger's
+    pending entries, and the live pods' tiers by the reservation they name: one line each."""
+    lines = []
+    for tenant in TENANTS:
+        status = (
+            cluster.read(
+                "CustomObjectsApi.get_cluster_custom_object", GROUP, VERSION, PLURAL, tenant
+            ).get("status")
+            or {}
+        )
+        reservations = Counter(
+            f"{r.get('tier')}{'/bound' if r.get('podUID') else '/hold'}"
+            for r in status.get("reservations") or []
+        )
+        lines.append(f"TenantLedger {tenant}: used {status.get('used')}, {dict(reservations)}")
+    try:
+        cohort = (
+            cluster.read(
+                "CustomObjectsApi.get_cluster_custom_object", GROUP, VERSION, COHORT_PLURAL, "lab"
+            ).get("status")
+            or {}
+        )
+        pending = [(e.get("tenant"), e.get("amount")) for e in cohort.get("pending") or []]
+        lines.append(f"TenantCohortLedger lab: pending {pending}")
+    except client.ApiException as exc:
+        lines.append(f"TenantCohortLedger lab: {exc.status}")
+    named: Counter[str] = Counter()
+    for tenant in TENANTS:
+        for item in cluster.read("CoreV1Api.list_namespaced_pod", tenant)["items"]:
+            metadata = item["metadata"]
+            tier = (metadata.get("labels") or {}).get("tenantgate.io/tier", "unlabelled")
+            has = "tenantgate.io/reservation" in (metadata.get("annotations") or {})
+            named[f"{tenant} {tier} {'with' if has else 'without'} reservation"] += 1
+    lines.append(f"pods: {dict(sorted(named.items()))}")
+    return "\n".join(lines)
+
+
 @pytest.fixture
 def cluster(kube: Cluster, kube_cert_dir: Path, tmp_path: Path) -> Iterator[HACluster]:
     admin = api_client(kube.plane.admin_kubeconfig)
@@ -157,10 +196,14 @@ def test_600_creates_across_a_cohort_with_the_leader_killed_never_over_lend(
     total = sum(sum(tiers.values()) for tiers in truth.values())
     borrowed = sum(tiers["burst"] for tiers in truth.values())
     assert total == outcomes["created"]
-    # CI keeps nothing but the failure message: it carries the replicas' last warnings.
-    assert total <= CAPACITY, f"over the cohort's capacity: {truth}\n{replica_warnings(cluster)}"
+    # CI keeps nothing but the failure message: it carries the replicas' last warnings and
+    # the stored ledgers, so that an over-admission can be traced from CI's output alone.
+    assert total <= CAPACITY, (
+        f"over the cohort's capacity: {truth}\n{stored_state(cluster)}\n{replica_warnings(cluster)}"
+    )
     assert borrowed <= COHORT_QUOTA, (
-        f"more borrowed than the cohort has: {truth}\n{replica_warnings(cluster)}"
+        f"more borrowed than the cohort has: {truth}\n{stored_state(cluster)}\n"
+        f"{replica_warnings(cluster)}"
     )
     for tenant, tiers in truth.items():
         assert set(tiers) <= {"guaranteed", "burst"}, (tenant, tiers)
