@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from classifier.quantities import Quantity, ResourceList
 from tenants.cohorts.borrowing import check_borrow
-from tenants.cohorts.tree import CohortTree
+from tenants.cohorts.tree import CohortTree, Membership
 from tenants.ledger import TenantLedger
 from tenants.quota import Decision, Quota, TierRule, check
 
@@ -20,6 +20,28 @@ from tenants.quota import Decision, Quota, TierRule, check
 def waiting(peers: Mapping[str, TenantLedger]) -> set[str]:
     """The members with pods waiting in their queues (queue mode)."""
     return {name for name, ledger in peers.items() if ledger.queued}
+
+
+def within_guarantee(membership: Membership, ledger: TenantLedger, request: ResourceList) -> bool:
+    """Whether the member's *total* usage with ``request`` stays within its guarantee.
+
+    The guaranteed tier alone is not enough: burst pods admitted while the guarantee was full
+    (of holds that later lapsed, or of pods that ended since) still count, and the pool
+    measures a member's borrowing as its total past its guarantee. A request past it borrows,
+    whichever tier has room, or the cohort would hold more than its guarantees and its pool.
+    """
+    if not ledger.burst:
+        return True  # the guaranteed tier is the total
+    total = ledger.total()
+    for resource, amount in request.items():
+        if amount.nanos <= 0 or not membership.limits(resource):
+            continue
+        guaranteed = membership.guaranteed.get(resource)
+        used = total.get(resource)
+        after = amount.nanos + (used.nanos if used is not None else 0)
+        if guaranteed is None or after > guaranteed.nanos:
+            return False
+    return True
 
 
 def cohort_rule(
@@ -32,7 +54,7 @@ def cohort_rule(
 
     def rule(ledger: TenantLedger, request: ResourceList) -> Decision:
         plain = check(quota, ledger, request)
-        if plain.tier == "guaranteed":
+        if plain.tier == "guaranteed" and within_guarantee(membership, ledger, request):
             return plain  # the guarantee is a promise: the peers are not read
         totals: dict[str, Mapping[str, Quantity]] = {}
         waiters: set[str] = set()

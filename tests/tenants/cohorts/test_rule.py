@@ -11,9 +11,11 @@ import pytest
 from classifier.quantities import Quantity
 from tenants.cohorts.borrowing import Borrow, borrow_warning, check_borrow, pool
 from tenants.cohorts.fairshare import fair_share, release_order, share
+from tenants.cohorts.tier import cohort_rule
 from tenants.cohorts.tree import CohortTree
 from tenants.config import Policy
 from tenants.configfile import ConfigError, load_text
+from tenants.ledger import TenantLedger
 from tenants.lint import lint_text
 
 HEAD = """\
@@ -353,3 +355,54 @@ tenants:
 
     def test_a_clean_cohort_config(self) -> None:
         assert lint_text(RESEARCH, filename="c.yaml").ok
+
+
+LAB = (
+    HEAD
+    + """\
+cohorts:
+  lab: {quota: {pods: "2"}}
+tenants:
+  team-a:
+    namespaces: [team-a]
+    cohort: lab
+    lendingLimit: {pods: "0"}
+    quota: {guaranteed: {pods: "3"}}
+  team-b:
+    namespaces: [team-b]
+    cohort: lab
+    lendingLimit: {pods: "0"}
+    quota: {guaranteed: {pods: "3"}}
+"""
+)
+
+
+def pods(guaranteed: int, burst: int, tenant: str) -> TenantLedger:
+    return TenantLedger.of(
+        tenant,
+        guaranteed={"pods": q(str(guaranteed))} if guaranteed else {},
+        burst={"pods": q(str(burst))} if burst else {},
+    )
+
+
+def test_a_member_past_its_guarantee_in_total_borrows_whichever_tier_has_room() -> None:
+    # team-a borrowed 2 pods while holds filled its guarantee; one hold lapsed since, so its
+    # guaranteed tier has room (2 of 3) but its total (4) is past its guarantee: the pool
+    # counts it as borrowing 1, team-b borrows the other, and the pool (2) is full. One more
+    # team-a pod must borrow and be refused; as guaranteed, the cohort would hold 9 pods
+    # against its 3 + 3 + 2.
+    policy = load_text(LAB).policy
+    tree = policy.cohorts
+    peers = {"team-a": pods(2, 2, "team-a"), "team-b": pods(3, 1, "team-b")}
+    rule = cohort_rule(tree, "team-a", policy.tenants["team-a"].quota, peers)
+    decision = rule(peers["team-a"], {"pods": q("1")})
+    assert decision.tier is None
+    assert decision.limit == "cohort"
+    # Within its guarantee in total, the guaranteed tier needs no pool.
+    fresh = pods(1, 1, "team-a")
+    assert (
+        cohort_rule(tree, "team-a", policy.tenants["team-a"].quota, {**peers, "team-a": fresh})(
+            fresh, {"pods": q("1")}
+        ).tier
+        == "guaranteed"
+    )
