@@ -33,7 +33,8 @@ from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
 from tenants.bounds import bounds_violations, missing_limits
 from tenants.cohorts.borrowing import borrow_warning
-from tenants.cohorts.tier import cohort_rule
+from tenants.cohorts.tier import cohort_rule, within_guarantee
+from tenants.cohorts.tree import Membership as CohortMembership
 from tenants.config import (
     BORROWED_ANNOTATION,
     DRY_RUN_TIER_ANNOTATION,
@@ -340,6 +341,7 @@ def confirm_for_validate(
     ttl: float,
     mutated_tier: Tier | None = None,
     over_share_class: str | None = None,
+    cohort_member: CohortMembership | None = None,
 ) -> tuple[TenantLedger, Confirmation]:
     """Check the final pod against its hold; top up, bind, or book here.
 
@@ -354,7 +356,9 @@ def confirm_for_validate(
 
     ``over_share_class`` is set for a cohort member: its burst pods may carry it, and their
     bookings never grow here (a borrowed booking is measured against the whole cohort, which
-    only /mutate reads).
+    only /mutate reads). ``cohort_member`` is its terms in the cohort: a pod booked here must
+    keep the member's *total* usage within its guarantee, as at /mutate
+    (:func:`tenants.cohorts.tier.within_guarantee`); past it, the pod would borrow.
     """
     burst_classes = (burst_class, over_share_class)
     # The pod's own booking: bound to it already (a retried request), else the one its
@@ -391,6 +395,21 @@ def confirm_for_validate(
                         "the cohort's room cannot grow here; retry"
                     ),
                 )
+        if (
+            delta
+            and cohort_member is not None
+            and reservation.tier == "guaranteed"
+            and not within_guarantee(cohort_member, ledger, delta)
+        ):
+            return cancel(ledger, reservation_id=reservation.id), Confirmation(
+                None,
+                _retry(
+                    f"the request of pod {pod_name} of tenant {tenant.name} grew after "
+                    f"tenantgate's mutating webhook ran ({_grown(delta)}), past the tenant's "
+                    "guarantee in its cohort: only the mutating webhook can book borrowed "
+                    "room; retry"
+                ),
+            )
         if delta:
             growth = check_growth(tenant.quota, ledger, tier=reservation.tier, delta=delta)
             if not growth.fits:
@@ -427,7 +446,12 @@ def confirm_for_validate(
         return ledger, Confirmation(
             None, Verdict.deny(denial_message(tenant.name, decision), cause="over_quota")
         )
-    if decision.tier != "guaranteed" or label_tier not in (None, "guaranteed"):
+    borrows = (
+        decision.tier == "guaranteed"
+        and cohort_member is not None
+        and not within_guarantee(cohort_member, ledger, request)
+    )
+    if borrows or decision.tier != "guaranteed" or label_tier not in (None, "guaranteed"):
         if (
             reservation_id is not None
             and reservation_id not in ledger.reservations
@@ -1370,6 +1394,7 @@ class PolicyAdmitter:
                 priority_class=class_name,
                 burst_class=policy.burst_class,
                 over_share_class=policy.over_share_class_for(tenant.name),
+                cohort_member=policy.cohorts.members.get(tenant.name),
                 derived_id=reservation_id_for(request.uid),
                 dry_run=request.dry_run,
                 now=now,
@@ -1539,7 +1564,7 @@ class PolicyAdmitter:
             return Verdict.allow()
         label_tier = podview.labels(old).get(TIER_LABEL)
         pod_uid = podview.uid(pod) or podview.uid(old) or ""
-        borrowing = tenant.name in policy.cohorts.members
+        member = policy.cohorts.members.get(tenant.name)
 
         def change(ledger: TenantLedger) -> tuple[TenantLedger, Verdict]:
             charge = ledger.charges.get(pod_uid)
@@ -1554,11 +1579,18 @@ class PolicyAdmitter:
                 else "guaranteed"
             )
             grown = _grown(delta)
-            if borrowing and tier == "burst" and grown:
+            if member is not None and tier == "burst" and grown:
                 return ledger, Verdict.deny(
                     f"tenant {tenant.name}: a burst pod of a cohort member cannot grow in "
                     f"place ({grown}): its room is measured against the whole cohort; "
                     "recreate the pod with the new request",
+                    cause="over_quota",
+                )
+            if member is not None and grown and not within_guarantee(member, ledger, delta):
+                return ledger, Verdict.deny(
+                    f"tenant {tenant.name}: the pod cannot grow in place ({grown}): it would "
+                    "take the tenant past its guarantee, and borrowed room is measured "
+                    "against the whole cohort; recreate the pod with the new request",
                     cause="over_quota",
                 )
             growth = check_growth(tenant.quota, ledger, tier=tier, delta=delta)

@@ -24,6 +24,7 @@ from itertools import islice
 from classifier.quantities import Quantity
 from tenants.cohorts.borrowing import check_borrow
 from tenants.cohorts.fairshare import release_order
+from tenants.cohorts.tier import within_guarantee
 from tenants.cohorts.tree import CohortTree
 from tenants.config import QueuePolicy, TenantPolicy
 from tenants.ledger import TenantLedger, Tier
@@ -58,15 +59,20 @@ def _fits(
     ledger = ledgers.get(tenant.name) or TenantLedger(tenant.name)
     if tier == "guaranteed":
         shortfalls = room_shortfalls(tenant.quota, ledger, "guaranteed", amount)
-        return Decision(None, shortfalls, "guaranteed") if shortfalls else Decision("guaranteed")
+        if shortfalls:
+            return Decision(None, shortfalls, "guaranteed")
+        if within_guarantee(tree.members[tenant.name], ledger, amount):
+            return Decision("guaranteed")
+        # Room in the guaranteed tier, but the member's burst pods already take its total
+        # past its guarantee: the pool counts this pod as borrowed, so it needs the pool's room
+        # too (tenants/cohorts/tier.py).
     totals = {name: other.total() for name, other in ledgers.items()}
     totals[tenant.name] = ledger.total()
     result = check_borrow(tree, tenant.name, totals, amount, limited=_limited(tree, tenant))
-    return (
-        Decision("burst", borrow=result)
-        if result.fits
-        else Decision(None, limit="cohort", borrow=result)
-    )
+    if not result.fits:
+        return Decision(None, limit="cohort", borrow=result)
+    # A guaranteed pod keeps its class and tier: it is charged as guaranteed, not as borrowed.
+    return Decision("burst", borrow=result) if tier == "burst" else Decision("guaranteed")
 
 
 def _grown(ledger: TenantLedger, tier: Tier, amount: Mapping[str, Quantity]) -> TenantLedger:

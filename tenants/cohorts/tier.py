@@ -44,6 +44,15 @@ def within_guarantee(membership: Membership, ledger: TenantLedger, request: Reso
     return True
 
 
+def guarantee_measure(ledger: TenantLedger) -> TenantLedger:
+    """The ledger a cohort member's guaranteed room is measured on where the pool is not read
+    (a pod group's booking): its whole usage counted in the guaranteed tier, so that what fits
+    keeps the member's total within its guarantee (:func:`within_guarantee`)."""
+    if not ledger.burst:
+        return ledger
+    return TenantLedger(ledger.tenant, guaranteed=ledger.total())
+
+
 def cohort_rule(
     tree: CohortTree, tenant: str, quota: Quota, peers: Mapping[str, TenantLedger]
 ) -> TierRule:

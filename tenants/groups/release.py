@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from classifier.quantities import Quantity
+from tenants.cohorts.tier import guarantee_measure
 from tenants.config import QueuePolicy
 from tenants.groups.admission import sum_amounts
 from tenants.ledger import (
@@ -112,15 +113,23 @@ def plan_groups(
     now: float,
     running: Callable[[str], bool],
     parked: Callable[[str], bool],
+    cohort_member: bool = False,
 ) -> GroupPlan:
-    """The group releases that fit now, in order; see the module docstring."""
+    """The group releases that fit now, in order; see the module docstring.
+
+    ``cohort_member``: the tenant is in a cohort, so its guaranteed room is what keeps its
+    total within its guarantee (:func:`tenants.cohorts.tier.guarantee_measure`).
+    """
     # A running group's new members first: they never wait behind other work.
     groups = sorted(
         waiting_groups(queue), key=lambda group: (not running(group.id), group.key(policy, now))
     )
     if not groups:
         return GroupPlan(())
-    used, room = measure_room(quota, ledger, policy.tier)
+    measured = (
+        guarantee_measure(ledger) if cohort_member and policy.tier == "guaranteed" else ledger
+    )
+    used, room = measure_room(quota, measured, policy.tier)
     single = _single_head(queue, policy, now)
     releases: list[GroupRelease] = []
 
@@ -190,8 +199,12 @@ def book_group(
     members: Sequence[QueuedPod],
     now: float,
     ttl: float,
+    cohort_member: bool = False,
 ) -> tuple[TenantLedger, GroupBooking]:
     """Book every member of ``members`` in ``tier``, or none: one ledger change.
+
+    A cohort member's guaranteed booking must also keep its total within its guarantee
+    (``cohort_member``, as in :func:`plan_groups`).
 
     A member booked already (an earlier release whose gate removal did not finish) keeps its
     booking and is counted as booked. Each booking is a reservation bound to the member, so
@@ -204,7 +217,8 @@ def book_group(
     }
     charged = {member.uid for member in members if member.uid in ledger.charges}
     missing = [m for m in members if m.uid not in booked_ids and m.uid not in charged]
-    shortfalls = room_shortfalls(quota, ledger, tier, sum_amounts([m.amount for m in missing]))
+    measured = guarantee_measure(ledger) if cohort_member and tier == "guaranteed" else ledger
+    shortfalls = room_shortfalls(quota, measured, tier, sum_amounts([m.amount for m in missing]))
     if shortfalls:
         return ledger, GroupBooking(False, {}, shortfalls)
     after = ledger

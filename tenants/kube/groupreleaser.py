@@ -85,6 +85,7 @@ class GroupReleaser:
             now=now,
             running=controller.running_groups.running,
             parked=queue.is_parked,
+            cohort_member=tenant in controller.policy.cohorts.members,
         )
         for release in plan.releases:
             await self._release(tenant, queue, known, release)
@@ -97,6 +98,7 @@ class GroupReleaser:
         members = release.members
         tier = known.group_queue().tier
         ttl = releaser.controller.policy.reservation_ttl
+        cohort_member = tenant in releaser.controller.policy.cohorts.members
         now = releaser.clock()
         for member in members:
             queue.park(member.uid)
@@ -104,7 +106,13 @@ class GroupReleaser:
             booking = await releaser.store.transact(
                 tenant,
                 lambda ledger: book_group(
-                    ledger, quota=known.quota, tier=tier, members=members, now=now, ttl=ttl
+                    ledger,
+                    quota=known.quota,
+                    tier=tier,
+                    members=members,
+                    now=now,
+                    ttl=ttl,
+                    cohort_member=cohort_member,
                 ),
             )
         except LedgerUnavailable as exc:

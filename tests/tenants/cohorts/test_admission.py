@@ -3,6 +3,7 @@ naming the cohort, validation of the burst classes and the ledger's view of them
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,9 @@ from classifier.quantities import Quantity
 from tenants.config import BORROWED_ANNOTATION, TIER_LABEL, Policy
 from tenants.configfile import load_text
 from tenants.controller import charge_pod, pod_facts
-from tenants.ledger import MemoryLedger, TenantLedger
-from tests.tenants.conftest import make_pod
-from tests.tenants.test_decisions import Chain, patched
+from tenants.ledger import MemoryLedger, TenantLedger, release
+from tests.tenants.conftest import make_pod, stored
+from tests.tenants.test_decisions import Chain, patched, resized, update
 
 CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -47,6 +48,13 @@ def policy() -> Policy:
 
 def pod(namespace: str, cpu: str) -> dict[str, Any]:
     return make_pod(cpu=cpu, memory=None, namespace=namespace)
+
+
+def end(chain: Chain, pod_uid: str) -> None:
+    """The pod ``pod_uid`` of team-a has ended: its charge is released."""
+    asyncio.run(
+        chain.ledger.transact("team-a", lambda ledger: (release(ledger, pod_uid=pod_uid), None))
+    )
 
 
 def spec_of(verdict_pod: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +157,88 @@ class TestBorrowedPods:
         verdict = chain.validate(final, uid="a2")
         assert not verdict.allowed
         assert "cannot grow here" in verdict.message
+
+    def test_a_missed_pod_past_the_members_guarantee_in_total_is_not_booked_at_validation(
+        self,
+    ) -> None:
+        # team-a borrowed 3 while its guarantee (4) was full; the guaranteed pod has ended, so
+        # its guaranteed tier is empty but its total (3) plus a 2-cpu pod is past 4. /mutate
+        # would make that pod borrow (tenants/cohorts/tier.py, within_guarantee); /validate,
+        # booking a pod /mutate missed, reads no peers and must not book it as guaranteed.
+        chain = Chain(policy(), MemoryLedger())
+        chain.admit(pod("team-a", "4"), uid="a1", pod_uid="p1")
+        _, borrowed, _ = chain.admit(pod("team-a", "3"), uid="a2", pod_uid="p2")
+        assert borrowed is not None
+        assert borrowed.allowed
+        end(chain, "p1")
+        assert not chain.state().guaranteed.get("cpu")
+        missed = chain.validate(stored(pod("team-a", "2"), pod_uid="p3"), uid="a3")
+        assert (missed.allowed, missed.code, missed.cause) == (False, 409, "retry")
+        assert missed.message.endswith(
+            "was not classified by the mutating webhook "
+            "(it holds no reservation and does not fit the guarantee); retry"
+        )
+        assert chain.state().reservation_for_pod("p3") is None
+        # Within the guarantee in total, the fallback books it.
+        within = chain.validate(stored(pod("team-a", "1"), pod_uid="p4"), uid="a4")
+        assert within.allowed
+        assert chain.state().guaranteed["cpu"] == Quantity.parse("1")
+
+
+class TestGrowthPastTheGuarantee:
+    """A member's guaranteed booking that grows must keep its total within its guarantee: the
+    pool measures the part past it as borrowed, and only /mutate reads the pool."""
+
+    @staticmethod
+    def borrowed_then_ended() -> Chain:
+        # team-a borrowed 3 while its guarantee (4) was full; its guaranteed pod has ended.
+        chain = Chain(policy(), MemoryLedger())
+        chain.admit(pod("team-a", "4"), uid="a1", pod_uid="p1")
+        chain.admit(pod("team-a", "3"), uid="a2", pod_uid="p2")
+        end(chain, "p1")
+        return chain
+
+    def test_at_validation(self) -> None:
+        chain = self.borrowed_then_ended()
+        mutated = chain.mutate(pod("team-a", "1"), uid="a3")  # total 4: guaranteed
+        final = stored(patched(pod("team-a", "1"), mutated), pod_uid="p3")
+        assert final["metadata"]["labels"][TIER_LABEL] == "guaranteed"
+        final["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # a later webhook
+        verdict = chain.validate(final, uid="a3")
+        assert (verdict.allowed, verdict.code, verdict.cause) == (False, 409, "retry")
+        assert verdict.message == (
+            "the request of pod team-a/worker-x of tenant team-a grew after tenantgate's "
+            "mutating webhook ran (cpu=1), past the tenant's guarantee in its cohort: only the "
+            "mutating webhook can book borrowed room; retry"
+        )
+        assert not chain.state().guaranteed.get("cpu")  # the hold is released
+
+    def test_in_place(self) -> None:
+        chain = self.borrowed_then_ended()
+        _, validated, final = chain.admit(pod("team-a", "1"), uid="a3", pod_uid="p3")
+        assert validated is not None
+        assert validated.allowed
+        verdict = asyncio.run(
+            chain.admitter.validate(
+                update(final, resized(final, "2"), sub_resource="resize"), now=0
+            )
+        )
+        assert not verdict.allowed
+        assert verdict.message == (
+            "tenant team-a: the pod cannot grow in place (cpu=1): it would take the tenant past "
+            "its guarantee, and borrowed room is measured against the whole cohort; recreate "
+            "the pod with the new request"
+        )
+        assert chain.state().guaranteed["cpu"] == Quantity.parse("1")
+        # Once the borrowed pod ends, the total stays within the guarantee: it grows.
+        end(chain, "p2")
+        grown = asyncio.run(
+            chain.admitter.validate(
+                update(final, resized(final, "2"), sub_resource="resize"), now=0
+            )
+        )
+        assert grown.allowed
+        assert chain.state().guaranteed["cpu"] == Quantity.parse("2")
 
 
 def test_the_documented_worked_example_matches_the_admitter() -> None:

@@ -146,6 +146,49 @@ def test_a_guaranteed_queue_releases_within_the_guarantee_whatever_the_pool() ->
     assert [pod.uid for _, pod in plan] == ["team-g-0", "team-g-1"]
 
 
+def test_a_guaranteed_release_past_the_members_guarantee_in_total_needs_the_pools_room() -> None:
+    # team-g runs 2 cpu of burst pods (borrowed while its guarantee was full) and none in its
+    # guaranteed tier: that tier has room for both queued pods, but each takes team-g's total
+    # past its guarantee of 2, and the pool measures that as borrowing (tenants/cohorts/tier.py,
+    # within_guarantee). With four holding the whole pool, nothing is released.
+    policy = compiled()
+    waiting = {"team-g": [queued("team-g", i) for i in range(2)]}
+    full = ledgers(policy, team_g="2", four="8")
+    plan = plan_cohort_release(policy.cohorts, members(policy, waiting), full, now=200.0, limit=10)
+    assert plan == []
+    # One cpu of the pool free: one pod, borrowing it.
+    room = ledgers(policy, team_g="2", four="7")
+    plan = plan_cohort_release(policy.cohorts, members(policy, waiting), room, now=200.0, limit=10)
+    assert [pod.uid for _, pod in plan] == ["team-g-0"]
+    # The booking checks the same on the ledgers being written.
+    tenant = policy.tenants["team-g"]
+    pod = queued("team-g", 0)
+    ledger = enqueue(full["team-g"], entry_id=pod.entry_id, priority=10, now=100, ttl=None)
+    _, refused = book_member_release(
+        ledger,
+        full,
+        tree=policy.cohorts,
+        tenant=tenant,
+        tier="guaranteed",
+        pod=pod,
+        now=200,
+        ttl=60,
+    )
+    assert (refused.decision.tier, refused.decision.limit) == (None, "cohort")
+    booked, released = book_member_release(
+        ledger,
+        room,
+        tree=policy.cohorts,
+        tenant=tenant,
+        tier="guaranteed",
+        pod=pod,
+        now=200,
+        ttl=60,
+    )
+    assert released.decision.tier == "guaranteed"
+    assert booked.guaranteed["cpu"] == Quantity.parse("1")
+
+
 def test_the_release_booking_checks_the_room_on_the_ledgers_being_written() -> None:
     policy = compiled()
     tenant = policy.tenants["one"]

@@ -95,6 +95,40 @@ def test_two_groups_of_eight_into_room_for_twelve_go_one_after_the_other() -> No
     assert [r.group.name for r in plan(queue, used("4")).releases] == ["b"]
 
 
+def test_a_cohort_members_group_keeps_its_total_within_the_guarantee() -> None:
+    # 2 cpu in the guaranteed tier and 6 of burst (borrowed from the cohort while the guarantee
+    # was full): the tier has room for a group of 8 (2 + 8 <= 12), but the member's total would
+    # reach 16, 4 past its guarantee, which the cohort's pool counts as borrowed and no group
+    # booking reads (tenants/cohorts/tier.py, within_guarantee).
+    burst = book(used("2"), reservation_id="b", tier="burst", amount=cpu("6"), now=0, ttl=1e9)
+    members = [member("a", i) for i in range(8)]
+    queue = queue_of(*members)
+    assert [r.group.name for r in plan(queue, burst).releases] == ["a"]  # a tenant alone
+    planned = plan_groups(
+        queue,
+        quota=QUOTA,
+        ledger=burst,
+        policy=PLAIN,
+        now=100.0,
+        running=lambda group: False,
+        parked=queue.is_parked,
+        cohort_member=True,
+    )
+    assert planned.releases == ()
+    same, refused = book_group(
+        burst, quota=QUOTA, tier="guaranteed", members=members, now=1, ttl=60, cohort_member=True
+    )
+    assert not refused.booked
+    assert same == burst
+    assert [(s.resource, s.used) for s in refused.shortfalls] == [("cpu", cpu("8")["cpu"])]
+    # Four of its burst cpu end: 4 + 8 = 12, the group fits.
+    freed = book(used("2"), reservation_id="b", tier="burst", amount=cpu("2"), now=0, ttl=1e9)
+    _, booking = book_group(
+        freed, quota=QUOTA, tier="guaranteed", members=members, now=1, ttl=60, cohort_member=True
+    )
+    assert booking.booked
+
+
 def test_booking_a_group_is_one_change_of_all_or_none() -> None:
     members = [member("a", i) for i in range(8)]
     ledger = TenantLedger("t")
