@@ -172,7 +172,7 @@ SERVING_IMAGES = """
     text-generation-inference torchserve torchserve-kfs sklearnserver xgbserver huggingfaceserver
     lgbserver pmmlserver mlserver seldon-core bentoml ollama podinfo httpbin echoserver hello-app
     helloworld selenium sglang lmdeploy localai text-embeddings-inference model_server ovms
-    llamacpp llama-cpp llama.cpp keycloak hydra authelia authentik zitadel
+    llamacpp llama-cpp llama.cpp keycloak hydra authelia authentik zitadel bind9 powerdns
 """
 # Flags of model servers (vLLM, TGI, SGLang, llama.cpp, Triton, TensorFlow Serving, OpenVINO
 # Model Server, TorchServe).
@@ -250,6 +250,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "restart:never": 12,
         "restart:onfailure": 12,
         **_each("image", "spark spark-py spark-operator", 5),
+        # Hadoop YARN's daemons: they schedule and run batch computations.
+        **_each_kind("image name", "resourcemanager nodemanager historyserver", 5),
         "command:spark-submit": 5,
         **_each("name", "job cron batch migrate migration", 1),
     },
@@ -271,6 +273,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "toleration:*": 2,
         **_each_kind("name image", SYSTEM_WORDS, 2),
         **_each_kind("name image", ADDON_NAMES, 4),
+        # Only the API server calls an admission webhook: it extends the cluster itself.
+        **_each_kind("name image", "admission webhook", 4),
         **_each("image-org", ADDON_NAMES, 3),
         **_each("image-role", "operator controller manager exporter webhook agent plugin", 4),
         **_each("image-role", "driver provisioner injector installer labeller", 4),
@@ -383,6 +387,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "port:any": 2,
         "port:none": -1,
         **_each_kind("name image", SERVICE_NAMES, 2),
+        # Named for what it serves or does with requests (an image called http-app says less).
+        **_each("name", "http router", 2),
         **_each("image", SERVING_IMAGES, 3),  # after SERVICE_NAMES: these weigh 3
         **_each(
             "port-name", "grpc rpc http-api api grpc-web h2c http2 rest http-metrics metrics", 2
