@@ -95,6 +95,35 @@ def with_pending(ledger: TenantLedger, entries: Iterable[Pending]) -> TenantLedg
     return replace(ledger, burst=burst) if added else ledger
 
 
+def never_lower(new: TenantLedger, old: TenantLedger) -> TenantLedger:
+    """``new`` with each tier's usage at least ``old``'s, per resource: what the bookings
+    decided after a change may count on (a view to decide on, never written).
+
+    A change plans its releases (holds past their TTL, a re-invoked pod's old hold) on the
+    ledger it read, but only its own member write makes them happen, on the ledger as it is
+    then; another replica may have released them first, and put its own pods in their place.
+    So room a release would free is lent to nobody else before the release is written.
+    """
+    guaranteed = _at_least(new.guaranteed, old.guaranteed)
+    burst = _at_least(new.burst, old.burst)
+    if guaranteed is new.guaranteed and burst is new.burst:
+        return new
+    return replace(new, guaranteed=guaranteed, burst=burst)
+
+
+def _at_least(
+    usage: Mapping[str, Quantity], floor: Mapping[str, Quantity]
+) -> Mapping[str, Quantity]:
+    raised: dict[str, Quantity] | None = None
+    for name, least in floor.items():
+        current = usage.get(name)
+        if current is None or current < least:
+            if raised is None:
+                raised = dict(usage)
+            raised[name] = least
+    return usage if raised is None else raised
+
+
 def burst_growth(new: TenantLedger, old: TenantLedger) -> dict[str, Quantity]:
     """What a change added to the burst tier, per resource (only growth)."""
     growth: dict[str, Quantity] = {}

@@ -41,6 +41,7 @@ from tenants.cohorts.booked import (
     cohort_to_json,
     counted,
     member_usage,
+    never_lower,
     with_pending,
     within,
 )
@@ -334,7 +335,9 @@ class CohortLedgerStore(KubeLedgerStore):
                         expires_at=now + PENDING_TTL_SECONDS,
                     )
                 )
-            views[waiter.tenant] = new
+            # The bookings decided after this one count its growth, never its releases
+            # (booked.never_lower): only its member write makes those happen.
+            views[waiter.tenant] = never_lower(new, given)
             plans.append(_Plan(waiter, peers, growth, bool(growth), started=self._clock()))
         updated = CohortLedger(
             name,

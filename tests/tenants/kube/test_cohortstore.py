@@ -23,11 +23,12 @@ from tenants.cohorts.borrowing import pool
 from tenants.cohorts.tier import cohort_rule
 from tenants.config import Policy
 from tenants.configfile import load_text
+from tenants.decisions import book_for_mutate
 from tenants.kube.backoff import BackoffPolicy
 from tenants.kube.cohortstore import PENDING_TTL_SECONDS, CohortLedgerStore
 from tenants.kube.errors import KubeConflict, KubeError
 from tenants.kube.ledgerstore import CasPolicy, StoredLedger
-from tenants.ledger import LedgerUnavailable, TenantLedger, book, ledger_from_json
+from tenants.ledger import LedgerUnavailable, TenantLedger, book, ledger_from_json, ledger_to_json
 
 pytestmark = pytest.mark.anyio
 
@@ -408,3 +409,91 @@ async def test_the_repair_drops_lapsed_entries_and_records_the_members_usage(
     assert members["team-a"] == {"guaranteed": {"cpu": Quantity.parse("2")}, "burst": {}}
     assert members["team-d"] == {"guaranteed": {}, "burst": {}}
     assert await leader.repair(TREE) == 0  # nothing left to change
+
+
+def admission(tenant: str, *, now: float = 1000.0) -> Callable[..., Any]:
+    """A pod of ``tenant`` as the mutating webhook books it at ``now`` (``book_for_mutate``
+    with the cohort rule): holds past their TTL are released when the pod does not fit
+    without."""
+    rid = f"r-{next(_ids)}"
+
+    def change(
+        ledger: TenantLedger, peers: Mapping[str, TenantLedger]
+    ) -> tuple[TenantLedger, str | None]:
+        tenant_policy = POLICY.tenants[tenant]
+        rule = cohort_rule(TREE, tenant, tenant_policy.quota, peers)
+        after, booking = book_for_mutate(
+            ledger,
+            tenant=tenant_policy,
+            request={"cpu": ONE},
+            existing_id=None,
+            derived_id=rid,
+            now=now,
+            ttl=600.0,
+            rule=rule,
+        )
+        return after, booking.decision.tier
+
+    return change
+
+
+def store_ledger(cluster: Cluster, ledger: TenantLedger) -> None:
+    stored = cluster.ledgers.read(ledger.tenant)
+    assert stored is not None
+    cluster.ledgers.write_status(
+        ledger.tenant, ledger_to_json(ledger), resource_version=stored.resource_version
+    )
+
+
+async def test_a_release_planned_in_a_batch_lends_nothing_until_it_is_written(
+    cluster: Cluster,
+) -> None:
+    """Two bookings decided together: team-b's releases its two lapsed holds to fit, which
+    would leave a cpu free for team-a's borrowed pod after it. While team-a's entry is being
+    written, another replica puts a pod of its own in place of each lapsed hold, so team-b's
+    release never happens. team-a must not have counted on it: the tree would lend 7 cpu of
+    6 (tests/integration/test_cohorts_ha.py over-admitted this way)."""
+    first, other = cluster.replica(), cluster.replica()
+    await guarantees_used(first)
+    for _ in range(4):
+        assert await borrow(first, "team-c") == "burst"
+    await settled(cluster)
+    # team-b borrowed the other 2 cpu of the 6 the tree lends with two holds that lapsed at
+    # 900 and 990: their pods never reached the validating webhook.
+    lapsed = cluster.ledger("team-b")
+    for index, expiry in enumerate((900.0, 990.0)):
+        lapsed = book(
+            lapsed,
+            reservation_id=f"lapsed-{index}",
+            tier="burst",
+            amount={"cpu": ONE},
+            now=expiry - 1.0,
+            ttl=1.0,
+        )
+    store_ledger(cluster, lapsed)
+    loop = asyncio.get_running_loop()
+
+    def another_replica_swaps_the_lapsed_holds(name: str) -> None:
+        cluster.cohorts.before_write = None
+
+        async def two_pods() -> list[Any]:
+            # Each pod fits only in the place of one lapsed hold: nothing grows, so neither
+            # writes the cohort object.
+            return [
+                await other.transact_with_peers(
+                    "team-b", MEMBERS, admission("team-b", now=now), cohort="lab"
+                )
+                for now in (950.0, 995.0)
+            ]
+
+        future = asyncio.run_coroutine_threadsafe(two_pods(), loop)
+        assert future.result(timeout=10) == ["burst", "burst"]
+
+    cluster.cohorts.before_write = another_replica_swaps_the_lapsed_holds
+    tiers = await asyncio.gather(
+        first.transact_with_peers("team-b", MEMBERS, admission("team-b"), cohort="lab"),
+        first.transact_with_peers("team-a", MEMBERS, admission("team-a"), cohort="lab"),
+    )
+    assert not over_lent(cluster)
+    # team-b's pod takes the room its release frees; team-a's waits for it to be written.
+    assert list(tiers) == ["burst", None]
