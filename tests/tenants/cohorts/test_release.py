@@ -15,6 +15,7 @@ from tenants.configfile import load_text
 from tenants.ledger import TenantLedger, book, enqueue
 from tenants.queue.admission import never_fits, queue_pod, queued_warning
 from tenants.queue.line import QueuedPod, TenantQueue
+from tenants.queue.release import ReleaseBooking
 
 HEAD = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -161,30 +162,24 @@ def test_a_guaranteed_release_past_the_members_guarantee_in_total_needs_the_pool
     plan = plan_cohort_release(policy.cohorts, members(policy, waiting), room, now=200.0, limit=10)
     assert [pod.uid for _, pod in plan] == ["team-g-0"]
     # The booking checks the same on the ledgers being written.
-    tenant = policy.tenants["team-g"]
     pod = queued("team-g", 0)
     ledger = enqueue(full["team-g"], entry_id=pod.entry_id, priority=10, now=100, ttl=None)
-    _, refused = book_member_release(
-        ledger,
-        full,
-        tree=policy.cohorts,
-        tenant=tenant,
-        tier="guaranteed",
-        pod=pod,
-        now=200,
-        ttl=60,
-    )
+
+    def release_on(peers: dict[str, TenantLedger]) -> tuple[TenantLedger, ReleaseBooking]:
+        return book_member_release(
+            ledger,
+            peers,
+            tree=policy.cohorts,
+            tenant=policy.tenants["team-g"],
+            tier="guaranteed",
+            pod=pod,
+            now=200,
+            ttl=60,
+        )
+
+    _, refused = release_on(full)
     assert (refused.decision.tier, refused.decision.limit) == (None, "cohort")
-    booked, released = book_member_release(
-        ledger,
-        room,
-        tree=policy.cohorts,
-        tenant=tenant,
-        tier="guaranteed",
-        pod=pod,
-        now=200,
-        ttl=60,
-    )
+    booked, released = release_on(room)
     assert released.decision.tier == "guaranteed"
     assert booked.guaranteed["cpu"] == Quantity.parse("1")
 
