@@ -1,9 +1,9 @@
 """The evidence tenantgate ships for its built-in profile names.
 
 Each entry is a signal (:mod:`classifier.evidence.signals`) and what it weighs for one
-profile. The scale: 30 decides alone (an accelerator request, ``resource:accelerator``); 8-12
-says what a pod is (a Job owner, a training-framework owner, a cluster-service label); 4-6 is
-a strong sign (a database image, a port only a store listens on, a server-only environment
+profile. The scale: 30 decides alone (an accelerator request, ``resource:accelerator``); 8-13
+says what a pod is (a Job owner, a cluster-service label; a training operator's kinds weigh 13,
+above a run-to-completion restart policy); 4-6 is a strong sign (a database image, a port only a store listens on, a server-only environment
 variable, kube-system, an add-on's name); 1-3 is a hint that needs company (a web port, a name
 word, a probe path). Negative weights say what a pod is not: a store's operator, exporter,
 client or UI is not the store, a pod whose variables point at a store is its client, a program
@@ -222,8 +222,10 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         # A device claimed through dynamic resource allocation, whatever its name: DRA's
         # drivers are accelerators' (GPU, Neuron, TPU) more than anything else.
         "claim:device": 6,
-        **_each("owner", "PyTorchJob TFJob TfJob MPIJob XGBoostJob PaddleJob JAXJob MXNetJob", 12),
-        **_each("owner", "TrainJob RayJob RayCluster RayService", 12),
+        # A training operator's own kinds: they outweigh the restart policy a run-to-completion
+        # pod of theirs (a launcher, a submitter) also carries.
+        **_each("owner", "PyTorchJob TFJob TfJob MPIJob XGBoostJob PaddleJob JAXJob MXNetJob", 13),
+        **_each("owner", "TrainJob RayJob RayCluster RayService", 13),
         **_each("label", "training.kubeflow.org/job-name training.kubeflow.org/replica-type", 8),
         **_each("label", "trainer.kubeflow.org/trainjob-ancestor-step ray.io/node-type", 8),
         **_each("node", "cloud.google.com/gke-tpu-accelerator cloud.google.com/gke-accelerator", 6),
@@ -387,8 +389,9 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "port:any": 2,
         "port:none": -1,
         **_each_kind("name image", SERVICE_NAMES, 2),
-        # Named for what it serves or does with requests (an image called http-app says less).
-        **_each("name", "http router", 2),
+        # Named for what it serves or does with requests (an image called http-app says less):
+        # HTTP, routing, answering searches.
+        **_each("name", "http router search searcher", 2),
         **_each("image", SERVING_IMAGES, 3),  # after SERVICE_NAMES: these weigh 3
         **_each(
             "port-name", "grpc rpc http-api api grpc-web h2c http2 rest http-metrics metrics", 2
