@@ -711,6 +711,7 @@ class LedgerStoreLike(Protocol):
         change: Callable[[TenantLedger], tuple[TenantLedger, T]],
         *,
         commit: bool = True,
+        written: Callable[[T], None] | None = None,
     ) -> T: ...
 
     def snapshot(self) -> dict[str, TenantLedger]: ...
@@ -1242,13 +1243,20 @@ class LedgerController:
         burst_classes = self._policy.burst_classes
         configured = self._policy.tenants.get(tenant)
         limits = configured is not None and configured.quota.has_limits
-        outcome = self._store.update(
+        self._store.update(
             tenant,
             lambda ledger: charge_pod(
                 ledger, facts, burst_classes=burst_classes, carry=carry, limits=limits
             ),
+            written=lambda outcome: self._charged(facts, tenant, outcome),
         )
         self._by_namespace[facts.namespace][facts.uid] = tenant
+        if facts.invalid is not None:
+            logger.warning("pod %s: cannot compute its request: %s", facts.key, facts.invalid)
+
+    def _charged(self, facts: PodFacts, tenant: str, outcome: str) -> None:
+        """Count and report how a pod's charge was written: judged on the stored ledger, not
+        on this replica's view of it, which may not hold another replica's booking yet."""
         if outcome == "confirmed":
             self.stats.confirmed += 1
         elif outcome == "unadmitted":
@@ -1271,8 +1279,6 @@ class LedgerController:
                 _format(facts.amount),
                 extra={"tenant": tenant, "pod": facts.key},
             )
-        if facts.invalid is not None:
-            logger.warning("pod %s: cannot compute its request: %s", facts.key, facts.invalid)
 
     def _release(self, facts: PodFacts, tenant: str, *, reason: str) -> Charge | None:
         """Free the pod's usage in ``tenant``'s ledger (the caller updates the index)."""

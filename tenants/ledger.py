@@ -793,14 +793,18 @@ class MemoryLedger:
         change: Callable[[TenantLedger], tuple[TenantLedger, T]],
         *,
         commit: bool = True,
+        written: Callable[[T], None] | None = None,
     ) -> T:
+        """Apply ``change`` now; ``written`` is called with its answer when it is committed."""
         with self._lock:
             current = self._ledgers.get(tenant)
             given = current if current is not None else TenantLedger(tenant)
             new, result = change(given)
             if commit and new is not given:
                 self._ledgers[tenant] = new
-            return result
+        if commit and written is not None:
+            written(result)
+        return result
 
     async def transact(
         self,

@@ -364,14 +364,22 @@ class _Waiter:
 
 @dataclass(slots=True)
 class _Replay:
-    """One controller change: what it was applied to locally and what that gave."""
+    """One controller change: what it was applied to locally and what that gave.
+
+    ``written`` is told the change's answer on the stored object once it is written
+    (``outcome``: the answer of its last application to the stored object).
+    """
 
     change: Change
     base: TenantLedger
     local: TenantLedger
+    written: Callable[[Any], None] | None = None
+    outcome: Any = None
 
-    def apply(self, ledger: TenantLedger) -> TenantLedger:
-        new, _ = self.change(ledger)
+    def apply(self, ledger: TenantLedger, *, stored: bool = False) -> TenantLedger:
+        new, answer = self.change(ledger)
+        if stored:
+            self.outcome = answer
         if new is self.local and new is not ledger:
             # The change returned a ledger it had computed before, whatever it was given:
             # a replacement (a recount's truth). Keep what others did meanwhile.
@@ -587,12 +595,15 @@ class KubeLedgerStore:
         change: Callable[[TenantLedger], tuple[TenantLedger, T]],
         *,
         commit: bool = True,
+        written: Callable[[T], None] | None = None,
     ) -> T:
         """Apply a controller change to the local view now; write it if this replica leads.
 
         Call on the event-loop thread. The result is computed from the local view; the write
         re-runs ``change`` on the freshly read object (a recount's replacement is rebased onto
-        it), so the stored ledger is exact even when the view was behind.
+        it), so the stored ledger is exact even when the view was behind. ``written`` is called
+        with the change's answer on the stored object once it is written (never when it is
+        not): the view's answer may be wrong while another replica's write is not in it yet.
         """
         base = self.get(tenant)
         new, result = change(base)
@@ -604,7 +615,9 @@ class KubeLedgerStore:
             return result
         self._views[tenant] = new
         queue = self._queue(tenant)
-        queue.replays.append(_Replay(cast(Change, change), base, new))
+        queue.replays.append(
+            _Replay(cast(Change, change), base, new, cast(Callable[[Any], None] | None, written))
+        )
         self._kick(tenant, queue)
         return result
 
@@ -766,7 +779,7 @@ class KubeLedgerStore:
         ledger = current
         for replay in list(replays):
             try:
-                ledger = replay.apply(ledger)
+                ledger = replay.apply(ledger, stored=True)
             except Exception:
                 # A change the controller could apply to its view but not to the stored
                 # ledger: drop it rather than block every later write; the recount repairs.
@@ -808,6 +821,12 @@ class KubeLedgerStore:
         if replays:
             queue.replay_failures = 0
             queue.replay_after = 0.0
+        for replay in replays:
+            if replay.written is not None:
+                try:
+                    replay.written(replay.outcome)
+                except Exception:
+                    logger.exception("reporting a written controller change failed")
 
     def _defer(self, tenant: str, queue: _Queue, replays: list[_Replay], *, reason: str) -> None:
         """Put the controller's changes back and try them again after a backoff."""

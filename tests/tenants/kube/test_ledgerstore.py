@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import logging
 import socket
 import threading
 import time
@@ -24,6 +25,7 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry, generate_latest
 
 from classifier.quantities import Quantity
+from tenants.controller import LedgerController, pod_facts
 from tenants.decisions import PolicyAdmitter
 from tenants.kube import ledgerstore
 from tenants.kube.backoff import BackoffPolicy
@@ -467,6 +469,75 @@ async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
     # a second time.
     assert outcomes[0] is False
     assert True in outcomes[1:]
+    ledger = stored_ledger(admin_client, tenant)
+    assert sorted(ledger.reservations) == ["r-0"]
+    assert ledger.guaranteed == {"cpu": Quantity.parse("2")}
+
+
+async def test_a_written_change_reports_its_answer_on_the_stored_object(
+    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    leader, other = new_store(api_client, stores), new_store(api_client, stores)
+    leader.set_leading(True)
+    await leader.transact(tenant, booking("r-0"))
+    await other.transact(tenant, booking("r-1"))  # the leader's view does not have it
+    reported: list[bool] = []
+
+    def knows_r1(ledger: TenantLedger) -> tuple[TenantLedger, bool]:
+        return release(ledger, pod_uid="nobody"), "r-1" in ledger.reservations
+
+    assert leader.update(tenant, knows_r1, written=reported.append) is False  # the view
+    await drained(leader)
+    assert reported == [True]  # the stored object, once written
+    # Nothing is reported for a change a follower does not write.
+    follower_reports: list[bool] = []
+    other.update(tenant, knows_r1, written=follower_reports.append)
+    await drained(other)
+    assert follower_reports == []
+
+
+async def test_the_leader_reports_a_pod_late_only_when_the_stored_ledger_lacks_its_booking(
+    admin_client: Any,
+    api_client: Any,
+    stores: list[KubeLedgerStore],
+    tenant: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Another replica booked the pod's reservation; the leader's view does not show it yet.
+    The pod confirms it on the stored object: no "late" warning, no count."""
+    policy = make_policy(
+        "apiVersion: tenantgate.io/v1alpha1\nkind: TenantgateConfig\n"
+        "priorityClasses:\n  tenant-burst: {value: 10, preemptionPolicy: Never}\n"
+        "  tenant-guaranteed: {value: 1000}\n"
+        "profiles: {general: {}}\n"
+        f"tenants:\n  {tenant}:\n    namespaces: [{tenant}]\n"
+        "    quota: {guaranteed: {cpu: '8'}}\n"
+    )
+    leader, other = new_store(api_client, stores), new_store(api_client, stores)
+    leader.set_leading(True)
+    await leader.transact(tenant, booking("r-0"))
+    await other.transact(tenant, booking("r-1"))
+    controller = LedgerController(leader, policy=policy)
+    pod = {
+        "metadata": {
+            "name": "p-1",
+            "namespace": tenant,
+            "uid": "uid-1",
+            "resourceVersion": "1",
+            "annotations": {"tenantgate.io/reservation": "r-1"},
+            "labels": {"tenantgate.io/tier": "guaranteed"},
+        },
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+    facts = pod_facts(pod)
+    assert facts is not None
+    with caplog.at_level(logging.WARNING, logger="tenants.controller"):
+        controller.apply_pod(facts, now=1000.0)
+        await drained(leader)
+    assert controller.stats.late == {}
+    assert controller.stats.confirmed == 1
+    assert "expired before the pod was seen" not in caplog.text
     ledger = stored_ledger(admin_client, tenant)
     assert sorted(ledger.reservations) == ["r-0"]
     assert ledger.guaranteed == {"cpu": Quantity.parse("2")}
