@@ -1,16 +1,16 @@
 """The evidence tenantgate ships for its built-in profile names.
 
-Each entry is a signal (:mod:`classifier.evidence.signals`) and what it weighs for one
-profile. The scale: 30 decides alone (an accelerator request, ``resource:accelerator``); 8-13
-says what a pod is (a Job owner, a cluster-service label; a training operator's kinds weigh 13,
-above a run-to-completion restart policy); 4-6 is a strong sign (a database image, a port only a store listens on, a server-only environment
-variable, kube-system, an add-on's name); 1-3 is a hint that needs company (a web port, a name
-word, a probe path). Negative weights say what a pod is not: a store's operator, exporter,
-client or UI is not the store, a pod whose variables point at a store is its client, a program
-that only waits serves nothing, and a pod that declares no port and probes none is no API. A
-profile wins with the highest sum when it reaches the threshold (``evidence.threshold``, 4).
-Every name is general knowledge of the software it names; a config adjusts or extends these
-under ``evidence.weights``.
+Each entry is a signal (:mod:`classifier.evidence.signals`) and what it weighs for one profile.
+The scale: 30 decides alone (an accelerator request, ``resource:accelerator``); 8-13 says what
+a pod is (a Job owner, a cluster-service label; a training operator's kinds weigh 13, above a
+run-to-completion restart policy); 4-6 is a strong sign (a database image, a port only a store
+listens on, a server-only environment variable, kube-system, an add-on's name); 1-3 is a hint
+that needs company (a web port, a name word, a probe path). Negative weights say what a pod is
+not: a store's operator, exporter, client or UI is not the store, a pod whose variables point
+at a store is its client, a program that only waits serves nothing, and a pod that declares no
+port and probes none is no API. A profile wins with the highest sum when it reaches the
+threshold (``evidence.threshold``, 4). Every name is general knowledge of the software it
+names; a config adjusts or extends these under ``evidence.weights``.
 
 Names are written as space-separated words, several to a line.
 """
