@@ -446,13 +446,22 @@ async def test_controller_changes_are_written_only_while_leading(
     assert dict(store.get(tenant).charges) == {}
 
 
-async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
-    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
-) -> None:
+async def leader_behind(
+    api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> tuple[KubeLedgerStore, KubeLedgerStore]:
+    """A leading replica that booked r-0 and another that booked r-1 after it: the leader's
+    view of ``tenant`` does not have r-1."""
     leader, other = new_store(api_client, stores), new_store(api_client, stores)
     leader.set_leading(True)
     await leader.transact(tenant, booking("r-0"))
-    await other.transact(tenant, booking("r-1"))  # the leader's view does not have it
+    await other.transact(tenant, booking("r-1"))
+    return leader, other
+
+
+async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
+    admin_client: Any, api_client: Any, stores: list[KubeLedgerStore], tenant: str
+) -> None:
+    leader, _ = await leader_behind(api_client, stores, tenant)
 
     outcomes: list[bool] = []
 
@@ -477,10 +486,7 @@ async def test_the_leader_replays_on_the_stored_object_not_on_its_view(
 async def test_a_written_change_reports_its_answer_on_the_stored_object(
     api_client: Any, stores: list[KubeLedgerStore], tenant: str
 ) -> None:
-    leader, other = new_store(api_client, stores), new_store(api_client, stores)
-    leader.set_leading(True)
-    await leader.transact(tenant, booking("r-0"))
-    await other.transact(tenant, booking("r-1"))  # the leader's view does not have it
+    leader, other = await leader_behind(api_client, stores, tenant)
     reported: list[bool] = []
 
     def knows_r1(ledger: TenantLedger) -> tuple[TenantLedger, bool]:
@@ -513,10 +519,7 @@ async def test_the_leader_reports_a_pod_late_only_when_the_stored_ledger_lacks_i
         f"tenants:\n  {tenant}:\n    namespaces: [{tenant}]\n"
         "    quota: {guaranteed: {cpu: '8'}}\n"
     )
-    leader, other = new_store(api_client, stores), new_store(api_client, stores)
-    leader.set_leading(True)
-    await leader.transact(tenant, booking("r-0"))
-    await other.transact(tenant, booking("r-1"))
+    leader, _ = await leader_behind(api_client, stores, tenant)
     controller = LedgerController(leader, policy=policy)
     pod = {
         "metadata": {
