@@ -945,7 +945,9 @@ class LedgerController:
             ):
                 continue
             removed = self._store.update(
-                tenant, lambda current: expire(current, now=now, only_unbound=only_unbound)
+                tenant,
+                lambda current: expire(current, now=now, only_unbound=only_unbound),
+                written=self._freed_by_expiry(tenant),
             )
             for reservation in removed:
                 expired.append((tenant, reservation))
@@ -971,8 +973,6 @@ class LedgerController:
                     tenant,
                     extra={"tenant": tenant, "reservation": entry.id},
                 )
-        for tenant, _ in expired:
-            self.queues.room_changed(tenant)
         for tenant in list(self.queues.queues):
             if self.queue_policy(tenant).aging:
                 self.queues.room_changed(tenant)  # an aging step may have passed
@@ -1282,21 +1282,45 @@ class LedgerController:
 
     def _release(self, facts: PodFacts, tenant: str, *, reason: str) -> Charge | None:
         """Free the pod's usage in ``tenant``'s ledger (the caller updates the index)."""
-        charge = self._store.update(tenant, lambda ledger: release_pod(ledger, facts))
+        charge = self._store.update(
+            tenant,
+            lambda ledger: release_pod(ledger, facts),
+            written=lambda _: self._room_freed(tenant),
+        )
         self.stats.count(self.stats.released, reason)
+        logger.debug("pod %s released from tenant %s (%s)", facts.key, tenant, reason)
+        return charge
+
+    def _room_freed(self, tenant: str) -> None:
+        """Room freed in ``tenant``'s ledger is written: its queue, and with cohorts every
+        queue of its tree, may release now.
+
+        Not before it is written: a release books on the stored ledgers, and one refused
+        there for want of the room this replica's view already shows would wait for the next
+        change of room, which may never come.
+        """
         self.queues.room_changed(tenant)
         if tenant in self.policy.cohorts.members:
             # Room freed in a cohort tree may be borrowed by any member waiting there.
             for member in self.policy.cohorts.tree_members(tenant):
                 self.queues.room_changed(member)
-        logger.debug("pod %s released from tenant %s (%s)", facts.key, tenant, reason)
-        return charge
+
+    def _freed_by_expiry(self, tenant: str) -> Callable[[tuple[Reservation, ...]], None]:
+        def written(expired: tuple[Reservation, ...]) -> None:
+            if expired:
+                self._room_freed(tenant)
+
+        return written
 
     def _release_untracked(self, facts: PodFacts) -> None:
         """Cancel what admission booked for a pod that is gone before it was ever tracked."""
         tenant = self.tenant_of(facts.namespace)
         if tenant is not None:
-            self._store.update(tenant, lambda ledger: release_pod(ledger, facts))
+            self._store.update(
+                tenant,
+                lambda ledger: release_pod(ledger, facts),
+                written=lambda _: self._room_freed(tenant),
+            )
 
     def _put(self, tenant: str, ledger: TenantLedger) -> None:
         self._store.update(tenant, lambda _current: (ledger, None))

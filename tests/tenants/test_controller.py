@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import pytest
@@ -28,6 +28,7 @@ from tenants.controller import (
     usage_drift,
 )
 from tenants.ledger import Charge, MemoryLedger, TenantLedger, book, cancel, enqueue
+from tenants.queue.line import TenantQueue
 
 CONFIG = """\
 apiVersion: tenantgate.io/v1alpha1
@@ -50,6 +51,7 @@ tenants:
 """
 
 NOW = 1_700_000_000.0
+T = TypeVar("T")
 
 
 def policy_of(text: str = CONFIG) -> Policy:
@@ -883,3 +885,63 @@ def test_pod_facts_share_namespace_and_priority_class_names() -> None:
     assert pods[0]["metadata"]["namespace"] is not pods[1]["metadata"]["namespace"]
     assert a.namespace is b.namespace == "team-a"
     assert a.priority_class is b.priority_class == "tenant-guaranteed"
+
+
+class _WrittenLater(MemoryLedger):
+    """A store whose writes are reported only on :meth:`flush`, as a shared store reports a
+    change once the API server has it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unwritten: list[Callable[[], None]] = []
+
+    def update(
+        self,
+        tenant: str,
+        change: Callable[[TenantLedger], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+        written: Callable[[T], None] | None = None,
+    ) -> T:
+        result = super().update(tenant, change, commit=commit)
+        if commit and written is not None:
+            self.unwritten.append(lambda: written(result))
+        return result
+
+    def flush(self) -> None:
+        pending, self.unwritten = self.unwritten, []
+        for report in pending:
+            report()
+
+
+class _Wakes:
+    def __init__(self) -> None:
+        self.tenants: list[str] = []
+
+    def queued(self, tenant: str, pod: Any, *, listed: bool) -> None: ...
+
+    def changed(self, tenant: str, pod: Any) -> None: ...
+
+    def left(self, tenant: str, uid: str) -> None: ...
+
+    def room_changed(self, tenant: str) -> None:
+        self.tenants.append(tenant)
+
+
+def test_a_queue_is_woken_once_the_room_a_pod_frees_is_written() -> None:
+    """A release books on the stored ledger: woken while only this replica's view shows the
+    room, it would find none there and wait for a next change that may never come."""
+    store = _WrittenLater()
+    controller = LedgerController(store, policy=policy_of())
+    wakes = _Wakes()
+    controller.queues.listener = wakes
+    controller.queues.queues["team-a"] = TenantQueue("team-a")  # a pod waits in team-a
+    pod = facts_of(make_pod("u1"))
+    controller.apply_pod(pod, now=NOW)
+    store.flush()
+    wakes.tenants.clear()
+
+    controller.delete_pod(pod, now=NOW)
+    assert wakes.tenants == []  # the view has the room; the stored ledger not yet
+    store.flush()
+    assert wakes.tenants == ["team-a"]
