@@ -346,7 +346,8 @@ def _account_signals(account: str) -> tuple[str, ...]:
 
 
 def _pod_signals(facts: PodFacts) -> Iterator[str]:
-    """What the pod says as a whole: owners, namespace, names, volumes, scheduling."""
+    """What the pod says as a whole: owners, namespace, names, label and annotation keys,
+    volumes, scheduling."""
     spec = facts.spec
     for owner in facts.owners:
         yield _owner_text(owner.kind)
@@ -354,6 +355,8 @@ def _pod_signals(facts: PodFacts) -> Iterator[str]:
     yield from _app_names(facts)
     for key in facts.labels:
         yield _text("label", key)
+    for key in facts.annotations:
+        yield _text("annotation", key)
     account = podview.string(spec.get("serviceAccountName"))
     if account:
         yield from _account_signals(account)
@@ -518,6 +521,7 @@ SIGNAL_KINDS = (
     "owner",
     "namespace",
     "label",
+    "annotation",
     "account",
     "runtime",
     "priority",

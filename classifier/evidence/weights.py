@@ -144,6 +144,20 @@ ADDON_NAMES = """
     syslog-ng cadvisor tailscale rook ceph gpu-operator k8s-device-plugin kured
     kyverno gatekeeper chaos-exporter litmus drain-cleaner kube-rbac-proxy dcgm contour
 """
+# Settings only the CNCF Distribution registry (registry:2) reads.
+REGISTRY_SERVER_ENV = """
+    REGISTRY_HTTP_ADDR REGISTRY_HTTP_SECRET REGISTRY_PROXY_REMOTEURL REGISTRY_STORAGE
+    REGISTRY_STORAGE_DELETE_ENABLED REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY
+"""
+# Training hyperparameters as trainers' flags name them (PyTorch, TensorFlow and Hugging Face
+# examples and scripts, XGBoost's own parameter names).
+TRAINING_FLAGS = """
+    --epochs --num-epochs --num_epochs --num-train-epochs --num_train_epochs --learning-rate
+    --learning_rate --lr --momentum --weight-decay --weight_decay --warmup-steps --warmup_steps
+    --gradient-accumulation-steps --gradient_accumulation_steps --per-device-train-batch-size
+    --per_device_train_batch_size --train-steps --train_steps --max-depth --max_depth
+    --n-estimators --n_estimators
+"""
 SYSTEM_FLAGS = """
     --leader-elect --leader-election --kubeconfig --csi-address --kubelet-registration-path
     --metrics-bind-address --health-probe-bind-address --enable-leader-election
@@ -232,6 +246,9 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("node", "nvidia.com/gpu.present nvidia.com/gpu.product amd.com/gpu.present", 6),
         **_each("image", "pytorch tensorflow torch jax horovod deepspeed megatron nemo cuda", 2),
         **_each("command", "torchrun deepspeed accelerate horovodrun", 3),
+        # A model's training hyperparameters given as flags: the run fits a model, whatever
+        # runs it (a Job, a JobSet, a tuning trial).
+        **_each("flag", TRAINING_FLAGS, 8),
         # The rendezvous variables of torch.distributed and TensorFlow's cluster spec.
         **_each("env", "MASTER_ADDR WORLD_SIZE TF_CONFIG", 3),
         # A JobSet runs a group of Jobs as one unit, made for distributed training. Its pods
@@ -269,6 +286,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "host:privileged": 2,
         "priority:system-node-critical": 8,
         "priority:system-cluster-critical": 8,
+        # The annotation that marked cluster add-ons critical before priority classes did.
+        "annotation:scheduler.alpha.kubernetes.io/critical-pod": 8,
         "toleration:node-role.kubernetes.io/control-plane": 2,
         "toleration:node-role.kubernetes.io/master": 2,
         "toleration:criticaladdonsonly": 3,
@@ -307,6 +326,10 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "name:pooler": 4,
         "owner:Pooler": 10,
         **_each("image", "pgpool pgpool-ii pgcat odyssey proxysql", 6),
+        **_each("name", "pgbouncer pgpool pgcat odyssey proxysql", 4),
+        # The container image registry's own settings: it stores images. (Its clients name
+        # the registry in other variables, REGISTRY_URL or REGISTRY_USERNAME.)
+        **_each("env", REGISTRY_SERVER_ENV, 4),
         **_each("port-name", "postgres postgresql mysql mongo mongodb redis cql db", 2),
         **_each("port-name", "tcp-postgresql tcp-mysql tcp-redis", 2),
         # Stores' operators' own kinds (CloudNativePG's is called Cluster, too general to weigh).
@@ -406,6 +429,9 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("probe", "/healthcheck /health/liveness /health/readiness /api/healthz", 1),
         **_each("env", "SPRING GRPC JAVA PORT DATABASE DB OTEL SERVICE API GIN FLASK DJANGO", 1),
         **_each("env", "QUARKUS ASPNETCORE DOTNET RAILS", 1),
+        # Dapr's sidecar calls the application on this port (service invocation, pub/sub
+        # deliveries): the application serves requests.
+        "annotation:dapr.io/app-port": 2,
         "label:serving.knative.dev/service": 8,
         "label:serving.kserve.io/inferenceservice": 4,
         **_each("owner", "InferenceService ServingRuntime ClusterServingRuntime InferenceGraph", 4),

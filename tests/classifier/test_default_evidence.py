@@ -804,6 +804,90 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "system",
     ),
     (
+        "an application Dapr calls on its app port, from an image that says nothing",
+        {
+            **pod("registry.example.com/team/adder:2", ports=[6000]),
+            "metadata": {
+                "name": "p",
+                "annotations": {"dapr.io/enabled": "true", "dapr.io/app-port": "6000"},
+            },
+        },
+        "default",
+        "api",
+    ),
+    (
+        "a legacy add-on marked critical by annotation",
+        {
+            **pod("registry.example.com/platform/agent:1"),
+            "metadata": {
+                "name": "p",
+                "annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""},
+            },
+        },
+        "default",
+        "system",
+    ),
+    (
+        "a Job training a model, known by its hyperparameters",
+        pod(
+            "registry.example.com/research/trainer:3",
+            owner=("Job", "trial-7"),
+            args=["--epochs=10", "--learning-rate=0.01", "--momentum=0.9"],
+            restartPolicy="Never",
+        ),
+        "default",
+        "ml-training",
+    ),
+    (
+        "a Job with one tuning-like flag is still a batch run",
+        pod(
+            "registry.example.com/data/export:3",
+            owner=("Job", "export-7"),
+            args=["--max-depth=3"],
+            restartPolicy="Never",
+        ),
+        "default",
+        "batch",
+    ),
+    (
+        "a connection pooler known by its container's name",
+        {
+            **pod("registry.example.com/platform/pooler-image:1", ports=[5432]),
+            "spec": {
+                "containers": [
+                    {
+                        "name": "pgbouncer",
+                        "image": "registry.example.com/platform/pooler-image:1",
+                        "ports": [{"containerPort": 6432}],
+                    }
+                ]
+            },
+        },
+        "default",
+        "database",
+    ),
+    (
+        "a container registry, known by its settings",
+        pod(
+            "registry.example.com/mirror/cache:2",
+            ports=[5000],
+            env=[{"name": "REGISTRY_PROXY_REMOTEURL", "value": "https://registry-1.docker.io"}],
+        ),
+        "default",
+        "database",
+    ),
+    (
+        "a Job that pushes to a registry is no registry",
+        pod(
+            "registry.example.com/ci/builder:1",
+            owner=("Job", "build-7"),
+            env=[{"name": "REGISTRY_URL", "value": "registry.example.com"}],
+            restartPolicy="Never",
+        ),
+        "default",
+        "batch",
+    ),
+    (
         "an identity server, known by its image",
         pod("quay.io/keycloak/keycloak:22.0.1", ports=[8080], args=["start-dev"]),
         "auth",
