@@ -251,17 +251,21 @@ def _container_signals(
             yield "probe:grpc"
         elif "tcpSocket" in probe:
             yield "probe:tcp"
+    argv: list[str] = []
     for group in ("command", "args"):
         items = container.get(group)
         if not isinstance(items, list):
             continue
         texts = [item for item in items if isinstance(item, str)]
         for item in texts:
-            if item.startswith("--"):
+            if item.startswith("--") and item != "--":
                 yield _text("flag", item.split("=", 1)[0])
-        program = _program(texts)
-        if program:
-            yield f"command:{program}"
+        argv += texts
+    # The container runs command + args (args alone follow the image's entrypoint): a shell's
+    # script may come in args after "sh -c" in command.
+    program = _program(argv)
+    if program:
+        yield f"command:{program}"
     resources = podview.obj(container.get("resources"))
     for part in ("requests", "limits"):
         for resource, amount in podview.obj(resources.get(part)).items():
@@ -288,6 +292,33 @@ _KEEP_ALIVE = re.compile(
     r"\s*(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)\s*;\s*do\s+sleep\s+[\w.]+\s*;?\s*"
     r"done\s*;?\s*$"
 )
+# The same loop when all it does besides sleeping is note the time or the host, in its log or
+# a file: ``while true; do echo $(date) >> /data/out; sleep 1; done``, the volume smoke test
+# of storage drivers' examples. Setup before it may only set shell options or touch a file.
+_LOGGING_LOOP = re.compile(
+    r"\s*(?:(?:set\s+[-+][^;]*|sleep\s+\w+|touch\s+\S+)\s*;\s*)*"
+    r"while\s+(?:true|:|\[\s*1\s*\])\s*;?\s*do\s+(?P<body>.*?)\s*;?\s*done\s*;?\s*$",
+    re.DOTALL,
+)
+_LOGGED_STEP = re.compile(r"(?:echo|date|hostname)\b[^|&;<`]*|sleep\s+\S+")
+# What a logged step may substitute: the time, the host name, arithmetic.
+_HARMLESS_SUBSTITUTION = re.compile(r"\$\((?:date|hostname)\b[^()]*\)|\$\(\([^()]*\)\)")
+
+
+def _only_waits(script: str) -> bool:
+    """Whether a shell script only keeps its container alive (see _KEEP_ALIVE, _LOGGING_LOOP)."""
+    if _KEEP_ALIVE.match(script):
+        return True
+    loop = _LOGGING_LOOP.match(script)
+    if loop is None:
+        return False
+    body = _HARMLESS_SUBSTITUTION.sub("x", loop.group("body"))
+    if "$(" in body:  # any other command substitution does work
+        return False
+    steps = [step.strip() for step in re.split(r"[;\n]", body) if step.strip()]
+    return any(step.startswith("sleep") for step in steps) and all(
+        _LOGGED_STEP.fullmatch(step) for step in steps
+    )
 
 
 def _program(items: list[str]) -> str:
@@ -303,7 +334,9 @@ def _program(items: list[str]) -> str:
     flag = next((i for i, item in enumerate(items[1:], 1) if _SCRIPT_FLAG.match(item)), None)
     if flag is not None:
         script = items[flag + 1 :]
-        if script and _KEEP_ALIVE.match(script[0]):
+        if script and script[0] == "--":  # the end of the shell's options
+            script = script[1:]
+        if script and _only_waits(script[0]):
             return "sleep"
         first = script[0].split() if script else []
         while first and first[0] in ("exec", "set", "-e", "-x", "-ex"):

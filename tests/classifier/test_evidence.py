@@ -150,6 +150,73 @@ def test_a_sidecar_is_set_aside_unless_every_container_is_one() -> None:
     assert alone.signals["image:fluent-bit"] == "container logs"
 
 
+def _commands(container: JSONObject) -> set[str]:
+    found = read_signals(
+        PodFacts(pod({"name": "app", "image": "x/y:1", **container}), namespace="n")
+    )
+    return {text for text in found.signals if text.startswith(("command:", "flag:"))}
+
+
+@pytest.mark.parametrize(
+    ("container", "signals"),
+    [
+        # The container runs command + args: a shell's script may come in args.
+        (
+            {"command": ["/bin/bash", "-c", "--"], "args": ["while true; do sleep 30; done;"]},
+            {"command:sleep"},
+        ),
+        ({"command": ["sh", "-c"], "args": ["exec nginx -g 'daemon off;'"]}, {"command:nginx"}),
+        (
+            {"command": ["python", "serve.py"], "args": ["--port=8080"]},
+            {"command:python", "flag:--port"},
+        ),
+        # Args alone follow the image's entrypoint: a leading flag names no program.
+        ({"args": ["--model", "m"]}, {"flag:--model"}),
+        # A loop that only notes the time or the host between sleeps waits.
+        (
+            {
+                "command": ["/bin/bash", "-c"],
+                "args": [
+                    "set -euo pipefail; while true; do echo $(date) >> /mnt/out; sleep 1; done"
+                ],
+            },
+            {"command:sleep"},
+        ),
+        (
+            {
+                "command": [
+                    "/bin/sh",
+                    "-c",
+                    "touch /data/index.html; while true; do date >> /data/index.html; "
+                    "hostname >> /data/index.html; sleep $(($RANDOM % 5 + 5)); done",
+                ]
+            },
+            {"command:sleep"},
+        ),
+        # Work between the sleeps is work.
+        ({"command": ["sh", "-c", "while true; do vectorAdd; sleep 30; done"]}, {"command:while"}),
+        (
+            {
+                "command": [
+                    "sh",
+                    "-c",
+                    "while true; do echo $(curl -s http://x/) >> f; sleep 5; done",
+                ]
+            },
+            {"command:while"},
+        ),
+        (
+            {"command": ["sh", "-c", "while true; do echo hi | nc x 80; sleep 1; done"]},
+            {"command:while"},
+        ),
+    ],
+)
+def test_the_program_is_read_from_command_and_args_as_the_container_runs_them(
+    container: JSONObject, signals: set[str]
+) -> None:
+    assert _commands(container) == signals
+
+
 class CountingDict(dict[str, Any]):
     """A container whose reads of each field are counted."""
 
