@@ -96,7 +96,7 @@ BROKER_IMAGES = """
     eclipse-mosquitto vernemq nsq nsqd cp-kafka-connect cp-schema-registry cp-ksqldb-server
     cp-kafka-rest kafka-connect connect schema-registry ksqldb-server debezium flink
     kafka-streams mirrormaker mirror-maker kafka-bridge zeebe benthos redpanda-connect storm
-    nimbus samza heron
+    nimbus samza heron apicurio-registry apicurio-registry-kafkasql karapace
 """
 BROKER_PORTS = """
     9092 9093 9094 29092 2181 2888 3888 4222 6222 5672 5671 1883 8883 61616 6650 8083 9644 15672
@@ -436,6 +436,10 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "label:serving.kserve.io/inferenceservice": 4,
         **_each("owner", "InferenceService ServingRuntime ClusterServingRuntime InferenceGraph", 4),
         "owner:LLMInferenceService": 4,
+        # Seldon Core's graph of model servers, transformers and routers (its executor serves
+        # each over REST or gRPC, whatever ports the manifest leaves out).
+        "owner:SeldonDeployment": 4,
+        "label:seldon-deployment-id": 4,
         **_each("command", "vllm text-generation-launcher tritonserver tensorflow_model_server", 1),
         **_each("command", "torchserve gunicorn uvicorn java node python dotnet npm", 1),
         **_each("flag", SERVING_FLAGS, 2),

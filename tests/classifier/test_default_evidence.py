@@ -888,6 +888,61 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "batch",
     ),
     (
+        "a Seldon Core graph's transformer, which its executor serves",
+        pod("registry.example.com/ml/input-transformer:0.3", owner=("SeldonDeployment", "fraud")),
+        "default",
+        "api",
+    ),
+    (
+        "a Seldon Core model server as the operator labels its pods",
+        pod(
+            "registry.example.com/ml/scorer:1",
+            owner=("ReplicaSet", "fraud-default-0-scorer-7c9d"),
+            labels={"seldon-deployment-id": "fraud"},
+        ),
+        "default",
+        "api",
+    ),
+    (
+        "a client image kept alive by a loop its args give to bash -c",
+        {
+            **pod("nvcr.io/nvidia/tritonserver:24.08-py3-sdk"),
+            "spec": {
+                "containers": [
+                    {
+                        "name": "triton",
+                        "image": "nvcr.io/nvidia/tritonserver:24.08-py3-sdk",
+                        "command": ["/bin/bash", "-c", "--"],
+                        "args": ["while true; do sleep 30; done;"],
+                    }
+                ]
+            },
+        },
+        "default",
+        "general",
+    ),
+    (
+        "a web server's image running a storage smoke test that logs the time",
+        {
+            **pod("nginx:1.27"),
+            "spec": {
+                "containers": [
+                    {
+                        "name": "web",
+                        "image": "nginx:1.27",
+                        "command": ["/bin/bash", "-c"],
+                        "args": [
+                            "set -euo pipefail; while true; do echo $(date) >> /mnt/disk/out;"
+                            " sleep 1; done"
+                        ],
+                    }
+                ]
+            },
+        },
+        "default",
+        "general",
+    ),
+    (
         "an identity server, known by its image",
         pod("quay.io/keycloak/keycloak:22.0.1", ports=[8080], args=["start-dev"]),
         "auth",
