@@ -34,22 +34,33 @@ def pod(
     requests: dict[str, str] | None = None,
     env: list[JSONObject] | None = None,
     args: list[str] | None = None,
+    command: list[str] | None = None,
     readinessProbe: JSONObject | None = None,
+    container: str | None = None,
+    annotations: dict[str, str] | None = None,
     **spec: Any,
 ) -> JSONObject:
+    """A pod of ``images``; the first container (named ``container``, else c0) gets the rest."""
     containers: list[JSONObject] = []
     for index, image in enumerate(images or ("busybox",)):
-        container: JSONObject = {"name": f"c{index}", "image": image}
+        item: JSONObject = {"name": (index == 0 and container) or f"c{index}", "image": image}
         if index == 0 and ports:
-            container["ports"] = [{"containerPort": p} for p in ports]
+            item["ports"] = [{"containerPort": p} for p in ports]
         if index == 0 and requests:
-            container["resources"] = {"requests": requests}
+            item["resources"] = {"requests": requests}
         if index == 0:
-            for key, value in (("env", env), ("args", args), ("readinessProbe", readinessProbe)):
+            for key, value in (
+                ("env", env),
+                ("command", command),
+                ("args", args),
+                ("readinessProbe", readinessProbe),
+            ):
                 if value:
-                    container[key] = value
-        containers.append(container)
+                    item[key] = value
+        containers.append(item)
     meta: JSONObject = {"name": "p", "labels": labels or {}}
+    if annotations:
+        meta["annotations"] = annotations
     if owner is not None:
         kind, name = owner
         meta["ownerReferences"] = [{"apiVersion": "x/v1", "kind": kind, "name": name, "uid": "u"}]
@@ -805,25 +816,20 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
     ),
     (
         "an application Dapr calls on its app port, from an image that says nothing",
-        {
-            **pod("registry.example.com/team/adder:2", ports=[6000]),
-            "metadata": {
-                "name": "p",
-                "annotations": {"dapr.io/enabled": "true", "dapr.io/app-port": "6000"},
-            },
-        },
+        pod(
+            "registry.example.com/team/adder:2",
+            ports=[6000],
+            annotations={"dapr.io/enabled": "true", "dapr.io/app-port": "6000"},
+        ),
         "default",
         "api",
     ),
     (
         "a legacy add-on marked critical by annotation",
-        {
-            **pod("registry.example.com/platform/agent:1"),
-            "metadata": {
-                "name": "p",
-                "annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""},
-            },
-        },
+        pod(
+            "registry.example.com/platform/agent:1",
+            annotations={"scheduler.alpha.kubernetes.io/critical-pod": ""},
+        ),
         "default",
         "system",
     ),
@@ -851,18 +857,7 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
     ),
     (
         "a connection pooler known by its container's name",
-        {
-            **pod("registry.example.com/platform/pooler-image:1", ports=[5432]),
-            "spec": {
-                "containers": [
-                    {
-                        "name": "pgbouncer",
-                        "image": "registry.example.com/platform/pooler-image:1",
-                        "ports": [{"containerPort": 6432}],
-                    }
-                ]
-            },
-        },
+        pod("registry.example.com/platform/pooler-image:1", ports=[6432], container="pgbouncer"),
         "default",
         "database",
     ),
@@ -905,40 +900,23 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
     ),
     (
         "a client image kept alive by a loop its args give to bash -c",
-        {
-            **pod("nvcr.io/nvidia/tritonserver:24.08-py3-sdk"),
-            "spec": {
-                "containers": [
-                    {
-                        "name": "triton",
-                        "image": "nvcr.io/nvidia/tritonserver:24.08-py3-sdk",
-                        "command": ["/bin/bash", "-c", "--"],
-                        "args": ["while true; do sleep 30; done;"],
-                    }
-                ]
-            },
-        },
+        pod(
+            "nvcr.io/nvidia/tritonserver:24.08-py3-sdk",
+            container="triton",
+            command=["/bin/bash", "-c", "--"],
+            args=["while true; do sleep 30; done;"],
+        ),
         "default",
         "general",
     ),
     (
         "a web server's image running a storage smoke test that logs the time",
-        {
-            **pod("nginx:1.27"),
-            "spec": {
-                "containers": [
-                    {
-                        "name": "web",
-                        "image": "nginx:1.27",
-                        "command": ["/bin/bash", "-c"],
-                        "args": [
-                            "set -euo pipefail; while true; do echo $(date) >> /mnt/disk/out;"
-                            " sleep 1; done"
-                        ],
-                    }
-                ]
-            },
-        },
+        pod(
+            "nginx:1.27",
+            container="web",
+            command=["/bin/bash", "-c"],
+            args=["set -euo pipefail; while true; do echo $(date) >> /mnt/disk/out; sleep 1; done"],
+        ),
         "default",
         "general",
     ),
