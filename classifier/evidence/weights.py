@@ -177,8 +177,10 @@ WEB_SERVER_IMAGES = """
 """
 WEB_UI_IMAGES = """
     gradio streamlit tensorboard zeppelin jupyter notebook jupyterlab superset metabase
-    open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4
+    open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4 webui
 """
+# Stores' and brokers' web consoles: named after the store, they are its UI, not the store.
+STORE_UIS = "redis-commander redisinsight mongo-express kafdrop akhq kafka-ui"
 # Java application servers: a web application runs in them.
 APP_SERVERS = "tomcat jetty wildfly jboss"
 SERVING_IMAGES = """
@@ -198,6 +200,7 @@ SERVING_FLAGS = """
 SERVICE_NAMES = """
     api service svc backend server gateway grpc rest carts orders payment shipping user
     catalogue catalog cart checkout product inventory auth order currency recommendation ad
+    appserver
     email quote accounting fraud echo hello helloworld httpbin podinfo emoji voting hub details
     ratings reviews predictor inference model serving triton vllm transformer explainer
 """
@@ -272,6 +275,19 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         # Hadoop YARN's daemons: they schedule and run batch computations.
         **_each_kind("image name", "resourcemanager nodemanager historyserver", 5),
         "command:spark-submit": 5,
+        # Dask's clusters and jobs (the Dask Kubernetes operator's kinds, its images and
+        # daemons): parallel computations that end.
+        **_each("owner", "DaskJob DaskCluster DaskWorkerGroup", 9),
+        "image:dask": 5,
+        **_each("command", "dask-scheduler dask-worker", 5),
+        # Image builders: BuildKit's daemon and client, kaniko's executor and warmer.
+        **_each("image", "buildkit kaniko", 5),
+        **_each("image-org", "kaniko-project", 5),
+        **_each("command", "buildkitd buildctl buildctl-daemonless.sh", 5),
+        # CI runners run the jobs of a CI system: GitHub Actions runners and their controller's
+        # kinds (actions-runner-controller).
+        "image:actions-runner": 5,
+        **_each("owner", "Runner RunnerSet RunnerDeployment EphemeralRunner EphemeralRunnerSet", 9),
         **_each("name", "job cron batch migrate migration", 1),
     },
     "system": {
@@ -309,7 +325,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each("env", "OPERATOR_NAME OPERATOR_NAMESPACE", 2),
         **_each("port", "9100 10250 9153 53 8472 10254 9443 9402", 2),
         # Envoy's configuration API: only a mesh or ingress control plane serves it.
-        "port-name:xds": 6,
+        "port-name:xds": 7,
     },
     "database": {
         **_each("image", STORE_IMAGES, 6),
@@ -368,22 +384,26 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
     "web-frontend": {
         **_each("image", WEB_SERVER_IMAGES, 3),
         **_each("image", WEB_UI_IMAGES, 4),
+        **_each_kind("name image", STORE_UIS, 12),
         **_each("image-role", "ui frontend front-end web dashboard console portal", 4),
-        "image-role:admin": 3,
+        "image-role:admin": 4,
         # Static files for browsers: images, scripts, style sheets.
         **_each("image-role", "assets static", 3),
         # Application servers: as telling as a store's name, whatever driver the image adds.
         **_each("image", APP_SERVERS, 6),
+        # Jenkins's controller: the CI server people browse (its agents have images of their
+        # own, jenkins/inbound-agent).
+        "image:jenkins": 4,
         **_each("name", APP_SERVERS, 3),
-        **_each("name", "frontend front-end storefront store-front", 4),
+        **_each("name", "frontend front-end storefront store-front", 5),
         # A mesh's ingress gateway is the edge proxy, whatever mesh it belongs to.
         **_each_kind("name image", "ingressgateway ingress-gateway", 8),
-        **_each("name", "web ui webapp website www", 3),
+        **_each("name", "web ui webapp website www webui spa", 3),
         **_each("name", "front site portal console vote result nginx httpd wordpress php", 2),
         **_each("name", "dashboard kibana grafana admin page productpage guestbook chatbot", 2),
         **_each("name", "chat gradio tensorboard zeppelin notebook assets", 2),
         # Browser application frameworks: a pod named after one serves its bundle.
-        **_each_kind("name image", "react angular vue svelte", 3),
+        **_each_kind("name image", "react angular vue svelte", 4),
         "port:any": 1,
         "port:80": 2,
         "port:443": 2,
@@ -400,10 +420,10 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         "probe:/": 2,
         **_each("probe", "/index.html /index.htm /favicon.ico /ui", 2),
         # A probe that fetches a page (signals: any path ending .html or .htm).
-        "probe:*.html": 3,
+        "probe:*.html": 4,
         **_each("env", "NODE PUBLIC NGINX PHP WORDPRESS GF", 1),
         # Only a browser bundle reads these (REACT_APP_*, VUE_APP_*, VITE_*, NEXT_PUBLIC_*).
-        **_each("env", "NEXT REACT VUE VITE", 3),
+        **_each("env", "NEXT REACT VUE VITE", 4),
         **_each("command", "nginx httpd caddy apache2-foreground lighttpd", 2),
         **_each("name", WORKERS, -6),
         **_each("command", WAITING, -3),
@@ -419,7 +439,7 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         **_each(
             "port-name", "grpc rpc http-api api grpc-web h2c http2 rest http-metrics metrics", 2
         ),
-        **_each("port", "8000 8080 8081 8443 5000 3000 9000 50051 8500 8501 8085 7070 8888", 1),
+        **_each("port", "8000 8080 8081 8443 5000 3000 9000 50051 8500 8501 8085 7070 8888", 2),
         **_each("port", "9090 80 8001 8002 5001 5002 3001 3002 3550 8090 9080 9555 8200 4317", 1),
         **_each("probe", "/health /healthz /ready /readyz /livez /ping /status /metrics grpc", 1),
         **_each("probe", "/actuator/health /actuator/health/liveness /api/health /v1/health", 1),
