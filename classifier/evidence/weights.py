@@ -143,6 +143,11 @@ ADDON_NAMES = """
     filebeat promtail loki jaeger zipkin tempo otel-collector opentelemetry-collector vector
     syslog-ng cadvisor tailscale rook ceph gpu-operator k8s-device-plugin kured
     kyverno gatekeeper chaos-exporter litmus drain-cleaner kube-rbac-proxy dcgm contour
+    thanos targetallocator target-allocator
+"""
+MONITORING_KINDS = """
+    Prometheus PrometheusAgent Alertmanager ThanosRuler VMAgent VMAlert VMAlertmanager VMAuth
+    VMSingle VMCluster VLogs
 """
 # Settings only the CNCF Distribution registry (registry:2) reads.
 REGISTRY_SERVER_ENV = """
@@ -180,7 +185,7 @@ WEB_UI_IMAGES = """
     open-webui gradio-app ui adminer phpmyadmin pgadmin pgadmin4 webui
 """
 # Stores' and brokers' web consoles: named after the store, they are its UI, not the store.
-STORE_UIS = "redis-commander redisinsight mongo-express kafdrop akhq kafka-ui"
+STORE_UIS = "redis-commander redisinsight mongo-express kafdrop akhq kafka-ui pulsar-manager"
 # Java application servers: a web application runs in them.
 APP_SERVERS = "tomcat jetty wildfly jboss"
 SERVING_IMAGES = """
@@ -239,6 +244,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
         # A device claimed through dynamic resource allocation, whatever its name: DRA's
         # drivers are accelerators' (GPU, Neuron, TPU) more than anything else.
         "claim:device": 6,
+        # A share of a GPU asked for by annotation (the KAI and Run:ai schedulers' GPU sharing).
+        "annotation:gpu-fraction": 30,
         # A training operator's own kinds: they outweigh the restart policy a run-to-completion
         # pod of theirs (a launcher, a submitter) also carries.
         **_each("owner", "PyTorchJob TFJob TfJob MPIJob XGBoostJob PaddleJob JAXJob MXNetJob", 13),
@@ -293,6 +300,8 @@ BUILTIN_WEIGHTS: Mapping[str, Mapping[str, int]] = {
     "system": {
         **_each("namespace", SYSTEM_NAMESPACES, 6),
         "owner:DaemonSet": 5,
+        # The monitoring operators' own kinds (the Prometheus operator's, VictoriaMetrics').
+        **_each("owner", MONITORING_KINDS, 8),
         "label:kubernetes.io/cluster-service": 8,
         "label:addonmanager.kubernetes.io/mode": 8,
         **_each("flag", SYSTEM_FLAGS, 4),

@@ -969,6 +969,38 @@ CASES: list[tuple[str, JSONObject, str, str]] = [
         "web-frontend",
     ),
     (
+        "a share of a GPU asked for by the GPU-sharing scheduler's annotation",
+        pod("registry.example.com/ml/notebook-kernel:3", annotations={"gpu-fraction": "0.5"}),
+        "default",
+        "ml-training",
+    ),
+    (
+        "a monitoring operator's Alertmanager",
+        pod("registry.example.com/mirror/am:v0.27.0", owner=("VMAlertmanager", "main")),
+        "default",
+        "system",
+    ),
+    (
+        "Thanos, whatever store its labels name",
+        pod(
+            "quay.io/thanos/thanos:v0.36.1",
+            ports=[10901, 10902],
+            labels={"app.kubernetes.io/component": "database-write-hashring"},
+        ),
+        "default",
+        "system",
+    ),
+    (
+        "the OpenTelemetry operator's target allocator",
+        pod(
+            "ghcr.io/open-telemetry/opentelemetry-operator/target-allocator:0.110.0",
+            ports=[8080],
+            container="targetallocator",
+        ),
+        "default",
+        "system",
+    ),
+    (
         "an identity server, known by its image",
         pod("quay.io/keycloak/keycloak:22.0.1", ports=[8080], args=["start-dev"]),
         "auth",
