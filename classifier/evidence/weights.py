@@ -205,9 +205,8 @@ SERVING_FLAGS = """
 SERVICE_NAMES = """
     api service svc backend server gateway grpc rest carts orders payment shipping user
     catalogue catalog cart checkout product inventory auth order currency recommendation ad
-    appserver
     email quote accounting fraud echo hello helloworld httpbin podinfo emoji voting hub details
-    ratings reviews predictor inference model serving triton vllm transformer explainer
+    ratings reviews predictor inference model serving triton vllm transformer explainer appserver
 """
 # Parts of a name that say a pod works with a store or a broker without being one.
 NOT_THE_STORE = (("operator", -12), ("controller", -6), ("exporter", -6), ("client", -6),
