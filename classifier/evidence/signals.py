@@ -285,40 +285,76 @@ def _is_accelerator(resource: str) -> bool:
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
 _SCRIPT_FLAG = re.compile(r"-[a-z]*c$")
-# A script whose only work is to keep the container alive: ``while true; do sleep 3600;
-# done``, ``while :; do sleep 30; done`` (a placeholder or a debugging pod). It waits, as
-# ``sleep`` does.
-_KEEP_ALIVE = re.compile(
-    r"\s*(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)\s*;\s*do\s+sleep\s+[\w.]+\s*;?\s*"
-    r"done\s*;?\s*$"
-)
-# The same loop when all it does besides sleeping is note the time or the host, in its log or
-# a file: ``while true; do echo $(date) >> /data/out; sleep 1; done``, the volume smoke test
-# of storage drivers' examples. Setup before it may only set shell options or touch a file.
-_LOGGING_LOOP = re.compile(
-    r"\s*(?:(?:set\s+[-+][^;]*|sleep\s+\w+|touch\s+\S+)\s*;\s*)*"
-    r"while\s+(?:true|:|\[\s*1\s*\])\s*;?\s*do\s+(?P<body>.*?)\s*;?\s*done\s*;?\s*$",
-    re.DOTALL,
-)
-_LOGGED_STEP = re.compile(r"(?:echo|date|hostname)\b[^|&;<`]*|sleep\s+\S+")
-# What a logged step may substitute: the time, the host name, arithmetic.
-_HARMLESS_SUBSTITUTION = re.compile(r"\$\((?:date|hostname)\b[^()]*\)|\$\(\([^()]*\)\)")
+# A script whose only work is to keep the container alive waits, as ``sleep`` does: ``while
+# true; do sleep 3600; done``, ``while :; do sleep 30; done`` (a placeholder or a debugging
+# pod), and the same loop when all it does besides sleeping is note the time or the host, in
+# its log or a file: ``while true; do echo $(date) >> /data/out; sleep 1; done``, the volume
+# smoke test of storage drivers' examples. Setup before the loop may only set shell options,
+# sleep or touch a file. The script comes from the pod, so it is read in one pass, without a
+# regular expression that could backtrack, and only up to a length no such loop needs.
+_LOOP_HEADS = frozenset({"while true", "while :", "while [ 1 ]", "while [1]", "until false"})
+_LOGGING_PROGRAMS = frozenset({"echo", "date", "hostname"})
+_WAITING_SCRIPT_MAX = 1024
 
 
 def _only_waits(script: str) -> bool:
-    """Whether a shell script only keeps its container alive (see _KEEP_ALIVE, _LOGGING_LOOP)."""
-    if _KEEP_ALIVE.match(script):
-        return True
-    loop = _LOGGING_LOOP.match(script)
-    if loop is None:
+    """Whether a shell script only keeps its container alive (see above)."""
+    if len(script) > _WAITING_SCRIPT_MAX:
         return False
-    body = _HARMLESS_SUBSTITUTION.sub("x", loop.group("body"))
-    if "$(" in body:  # any other command substitution does work
+    statements = [" ".join(part.split()) for part in script.replace("\n", ";").split(";")]
+    statements = [statement for statement in statements if statement]
+    start = 0
+    while start < len(statements) and _is_setup(statements[start]):
+        start += 1
+    if len(statements) - start < 3 or statements[start] not in _LOOP_HEADS:
         return False
-    steps = [step.strip() for step in re.split(r"[;\n]", body) if step.strip()]
-    return any(step.startswith("sleep") for step in steps) and all(
-        _LOGGED_STEP.fullmatch(step) for step in steps
+    opening, body, closing = statements[start + 1], statements[start + 2 : -1], statements[-1]
+    if closing != "done" or not (opening == "do" or opening.startswith("do ")):
+        return False
+    if opening != "do":
+        body = [opening[3:], *body]
+    steps = [_without_harmless_substitutions(step) for step in body]
+    return any(step is not None and step.startswith("sleep ") for step in steps) and all(
+        step is not None and _is_logged_step(step) for step in steps
     )
+
+
+def _is_setup(statement: str) -> bool:
+    words_ = statement.split()
+    return (words_[0] == "set" and len(words_) > 1 and words_[1][:1] in "-+") or (
+        words_[0] in ("sleep", "touch") and len(words_) == 2
+    )
+
+
+def _without_harmless_substitutions(step: str) -> str | None:
+    """``step`` with ``$(date ...)``, ``$(hostname)`` and ``$((arithmetic))`` replaced by a
+    word; None when it substitutes anything else (that does work)."""
+    out: list[str] = []
+    at = 0
+    while (found := step.find("$(", at)) >= 0:
+        out.append(step[at:found])
+        if step.startswith("$((", found):
+            end = step.find("))", found + 3)
+            if end < 0:
+                return None
+            at = end + 2
+        else:
+            end = step.find(")", found + 2)
+            inner = step[found + 2 : end].split() if end >= 0 else []
+            if not inner or inner[0] not in ("date", "hostname") or "(" in step[found + 2 : end]:
+                return None
+            at = end + 1
+        out.append("x")
+    out.append(step[at:])
+    return "".join(out)
+
+
+def _is_logged_step(step: str) -> bool:
+    """A sleep, or a program that only prints the time or the host (to a file at most)."""
+    words_ = step.split()
+    if words_[0] == "sleep":
+        return len(words_) == 2
+    return words_[0] in _LOGGING_PROGRAMS and not any(c in step for c in "|&<`$")
 
 
 def _program(items: list[str]) -> str:

@@ -217,6 +217,22 @@ def test_the_program_is_read_from_command_and_args_as_the_container_runs_them(
     assert _commands(container) == signals
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        # Runs of blanks and unclosed substitutions that a backtracking pattern would try to
+        # split every way before failing: the pod's script is read in one pass.
+        "while true; do echo a" + " " * 200_000 + "x",
+        "while true; do sleep 1" + " " * 200_000 + "x",
+        "while true; do echo " + "$((" * 50_000 + "; sleep 1; done",
+        "while true; do " + "echo $(date) ; " * 20_000 + "sleep 1; done",
+    ],
+    ids=["blanks after echo", "blanks after sleep", "unclosed arithmetic", "long loop"],
+)
+def test_a_hostile_script_is_read_as_a_program_not_a_wait(script: str) -> None:
+    assert _commands({"command": ["sh", "-c", script]}) == {"command:while"}
+
+
 class CountingDict(dict[str, Any]):
     """A container whose reads of each field are counted."""
 
