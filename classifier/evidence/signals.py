@@ -314,8 +314,11 @@ def _only_waits(script: str) -> bool:
     if opening != "do":
         body = [opening[3:], *body]
     steps = [_without_harmless_substitutions(step) for step in body]
-    return any(step is not None and step.startswith("sleep ") for step in steps) and all(
-        step is not None and _is_logged_step(step) for step in steps
+    kept = [step for step in steps if step is not None]
+    return (
+        len(kept) == len(steps)
+        and any(step.startswith("sleep ") for step in kept)
+        and all(_is_logged_step(step) for step in kept)
     )
 
 
@@ -340,8 +343,8 @@ def _without_harmless_substitutions(step: str) -> str | None:
             at = end + 2
         else:
             end = step.find(")", found + 2)
-            inner = step[found + 2 : end].split() if end >= 0 else []
-            if not inner or inner[0] not in ("date", "hostname") or "(" in step[found + 2 : end]:
+            inside = step[found + 2 : end] if end >= 0 else ""
+            if inside.split()[:1] not in (["date"], ["hostname"]) or "(" in inside:
                 return None
             at = end + 1
         out.append("x")
