@@ -261,8 +261,9 @@ def _container_signals(
             if item.startswith("--") and item != "--":
                 yield _text("flag", item.split("=", 1)[0])
         argv += texts
-    # The container runs command + args (args alone follow the image's entrypoint): a shell's
-    # script may come in args after "sh -c" in command.
+    # The container runs command + args (args alone follow the image's entrypoint; the
+    # kubelet's ExpandContainerCommandAndArgs, pkg/kubelet/container/helpers.go, passes both
+    # on as given): a shell's script may come in args after "sh -c" in command.
     program = _program(argv)
     if program:
         yield f"command:{program}"

@@ -160,7 +160,10 @@ def _commands(container: JSONObject) -> set[str]:
 @pytest.mark.parametrize(
     ("container", "signals"),
     [
-        # The container runs command + args: a shell's script may come in args.
+        # The container runs command + args: a shell's script may come in args. The kubelet
+        # passes command and args on as given (ExpandContainerCommandAndArgs in
+        # pkg/kubelet/container/helpers.go); the runtime runs command, or the image's
+        # entrypoint when command is empty, followed by args.
         (
             {"command": ["/bin/bash", "-c", "--"], "args": ["while true; do sleep 30; done;"]},
             {"command:sleep"},
