@@ -480,6 +480,11 @@ class CohortLedgerStore(KubeLedgerStore):
                 except (KubeError, LedgerError) as exc:
                     logger.warning("cohort %s: pending bookings not settled: %s", name, exc)
                     return
+            # Every write lost the race to another writer of the object. The entries must still
+            # go: one left pending counts its booking a second time once the member's ledger
+            # has confirmed it (the reservation became a charge), refusing room that is free
+            # until it expires. Try again after the delay.
+            queue.settle.update(ids)
         finally:
             queue.settle_task = None
             if queue.settle and not self._closed:

@@ -122,6 +122,7 @@ class GroupReleaser:
         if not booking.booked:
             for member in members:
                 queue.unpark(member.uid)
+            releaser.recheck(tenant)  # the plan saw room the stored ledger refused
             return
         releaser.pace.take(now, len(members))
         loop = asyncio.get_running_loop()

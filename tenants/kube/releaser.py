@@ -69,6 +69,12 @@ REQUEST_TIMEOUT: Final = (5.0, 10.0)
 # tenantgate_queue_wait_seconds: exponential buckets from 0.1 s (0.1 x 2^i, up to ~55 min).
 WAIT_BUCKETS: Final = tuple(0.1 * 2**i for i in range(16))
 CHECK_SECONDS: Final = 5.0
+# A booking the stored ledgers refuse although the view showed room: the view is behind (a
+# cohort booking not settled yet, a hold another replica took). What brings the two together
+# may free no room this replica sees (a pending entry expiring, a settle), so the tenant is
+# looked at again after 0.25 s, doubling to 30 s while the refusals go on.
+RECHECK_FIRST_SECONDS: Final = 0.25
+RECHECK_MAX_SECONDS: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +269,9 @@ class Releaser:
         self._wake: asyncio.Event | None = None
         self._in_flight: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        # Tenants whose release the stored ledgers refused: tenant -> (refusals in a row, the
+        # timer of the next look).
+        self._rechecks: dict[str, tuple[int, asyncio.TimerHandle | None]] = {}
         # Tenants whose head failed to release for a reason not its own (the API server, a
         # webhook or the ledger): tenant -> that pod's uid, until its backoff ends.
         self._held: dict[str, str] = {}
@@ -300,6 +309,9 @@ class Releaser:
 
     def released_ok(self, tenant: str, pod: QueuedPod, tier: Tier) -> None:
         self._released_ok(tenant, pod, tier)
+
+    def recheck(self, tenant: str) -> None:
+        self._recheck(tenant)
 
     def event(self, pod: QueuedPod, reason: str, message: str, *, kind: str = "Normal") -> None:
         self._event(pod, reason, message, kind=kind)
@@ -366,7 +378,13 @@ class Releaser:
     @property
     def idle(self) -> bool:
         """Nothing to evaluate and nothing being released (for tests and benchmarks)."""
-        return not self._dirty and not self._evaluating and not self._in_flight and not self._timers
+        return (
+            not self._dirty
+            and not self._evaluating
+            and not self._in_flight
+            and not self._timers
+            and not any(timer is not None for _, timer in self._rechecks.values())
+        )
 
     # -- running -------------------------------------------------------------------------
 
@@ -401,6 +419,10 @@ class Releaser:
             for timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
+            for _, look in self._rechecks.values():
+                if look is not None:
+                    look.cancel()
+            self._rechecks.clear()
             self._held.clear()
 
     def close(self) -> None:
@@ -533,6 +555,7 @@ class Releaser:
         if booking.decision.tier is None:
             if queue is not None:
                 queue.unpark(pod.uid)
+            self._recheck(tenant)
             return False
         loop = asyncio.get_running_loop()
         # A member's pod released onto borrowed room says so, as one admitted onto it does.
@@ -586,8 +609,26 @@ class Releaser:
             return None
         return True if gated is False else None
 
+    def _recheck(self, tenant: str) -> None:
+        """Look at ``tenant`` again soon: the plan saw room the stored ledgers refused."""
+        refusals, pending = self._rechecks.get(tenant, (0, None))
+        if pending is not None:
+            return
+        delay = min(RECHECK_FIRST_SECONDS * 2 ** min(refusals, 16), RECHECK_MAX_SECONDS)
+
+        def fire() -> None:
+            done, _ = self._rechecks.get(tenant, (0, None))
+            self._rechecks[tenant] = (done, None)
+            self.room_changed(tenant)
+
+        handle = asyncio.get_running_loop().call_later(delay, fire)
+        self._rechecks[tenant] = (refusals + 1, handle)
+
     def _released_ok(self, tenant: str, pod: QueuedPod, tier: Tier) -> bool:
         waited = max(self._clock() - pod.queued_at, 0.0)
+        refusals = self._rechecks.pop(tenant, None)
+        if refusals is not None and refusals[1] is not None:
+            refusals[1].cancel()
         key = (tenant, tier)
         self.stats.released[key] = self.stats.released.get(key, 0) + 1
         self.stats.observe_wait(tenant, tier, waited)

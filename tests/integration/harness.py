@@ -50,12 +50,20 @@ WAIT = 60.0
 T = TypeVar("T")
 
 
-def eventually(check: Callable[[], bool], what: str, *, timeout: float = WAIT) -> None:
-    """Wait until ``check()`` holds: the watch and the sweep are asynchronous."""
+def eventually(
+    check: Callable[[], bool],
+    what: str,
+    *,
+    timeout: float = WAIT,
+    describe: Callable[[], str] | None = None,
+) -> None:
+    """Wait until ``check()`` holds: the watch and the sweep are asynchronous. On a timeout,
+    ``describe()`` says what was seen instead, so that a failure shows where it stalled."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            seen = f"; seen instead:\n{describe()}" if describe is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{seen}")
         time.sleep(0.02)
 
 

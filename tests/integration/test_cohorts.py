@@ -7,7 +7,8 @@ borrowed room and run once the lender scales down."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +235,32 @@ def cpu_of(items: list[Any]) -> Quantity:
     return total
 
 
+def lab_state(tenantgate: Tenantgate, core: Any) -> Callable[[], str]:
+    """What a stalled wait shows: the lab's pods, and tenantgate's ledgers, queues and
+    releases."""
+
+    def describe() -> str:
+        lines = []
+        for namespace in LAB:
+            for item in core.list_namespaced_pod(namespace).items:
+                lines.append(
+                    f"pod {namespace}/{item.metadata.name}: node={item.spec.node_name} "
+                    f"gated={gated(item)} class={item.spec.priority_class_name} "
+                    f"tier={(item.metadata.labels or {}).get('tenantgate.io/tier')} "
+                    f"deleting={item.metadata.deletion_timestamp is not None} "
+                    f"phase={item.status.phase}"
+                )
+        status = tenantgate.status()
+        for namespace in LAB:
+            lines.append(f"tenant {namespace}: {json.dumps(status['tenants'][namespace])}")
+        lines.append(f"cohorts: {json.dumps(status.get('cohorts'))}")
+        lines.append(f"queue: {json.dumps(status.get('queue'))}")
+        lines.append(f"recent releases: {json.dumps(status.get('recent', {}).get('releases'))}")
+        return "\n".join(lines)
+
+    return describe
+
+
 def ledger_equals_truth(tenantgate: Tenantgate, core: Any) -> bool:
     """Every lab tenant's booked cpu is the cpu of its pods that are not queued; queued pods
     are entries, not usage."""
@@ -251,13 +278,14 @@ def ledger_equals_truth(tenantgate: Tenantgate, core: Any) -> bool:
 def test_preempted_borrowers_come_back_queued_and_run_once_the_lender_scales_down(
     lab: Tenantgate, core: Any, apps: Any
 ) -> None:
+    state = lab_state(lab, core)
     create_running(core, "lab-c", "c1", "2", node=LAB_LABEL)  # lab-c's guarantee...
     c2 = create_running(core, "lab-c", "c2", "1", node=LAB_LABEL)  # and 1 borrowed: 1/10
     assert c2.spec.priority_class_name == "tenant-burst"
     # lab-a: 2 guaranteed, then 5 borrowed of lab-b's idle 6 (lab-c borrows the sixth). Past
     # 2.5 borrowed (its fair share of 1/4 of 10), its pods get the over-share class.
     apps.create_namespaced_replica_set("lab-a", replica_set("web", 7))
-    eventually(lambda: len(running(core, "lab-a")) == 7, "lab-a's 7 pods to run")
+    eventually(lambda: len(running(core, "lab-a")) == 7, "lab-a's 7 pods to run", describe=state)
     classes = sorted(p.spec.priority_class_name for p in running(core, "lab-a"))
     assert classes == [
         "tenant-burst",
@@ -268,12 +296,14 @@ def test_preempted_borrowers_come_back_queued_and_run_once_the_lender_scales_dow
         "tenant-guaranteed",
         "tenant-guaranteed",
     ]
-    eventually(lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods")
+    eventually(
+        lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods", describe=state
+    )
 
     # The node is full. lab-b takes 3 of its guarantee back: the scheduler preempts lab-a's
     # three over-share pods (priority 5) and nothing else.
     apps.create_namespaced_replica_set("lab-b", replica_set("db", 3))
-    eventually(lambda: len(running(core, "lab-b")) == 3, "lab-b's pods to run")
+    eventually(lambda: len(running(core, "lab-b")) == 3, "lab-b's pods to run", describe=state)
     survivors = sorted(p.spec.priority_class_name for p in running(core, "lab-a"))
     assert survivors == ["tenant-burst", "tenant-burst", "tenant-guaranteed", "tenant-guaranteed"]
     assert len(running(core, "lab-c")) == 2
@@ -281,17 +311,24 @@ def test_preempted_borrowers_come_back_queued_and_run_once_the_lender_scales_dow
     eventually(
         lambda: len([p for p in live(core, "lab-a") if gated(p)]) == 3,
         "lab-a's replacement pods to be queued",
+        describe=state,
     )
     assert {p.metadata.labels["tenantgate.io/tier"] for p in live(core, "lab-a") if gated(p)} == {
         "queued"
     }
-    eventually(lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods")
+    eventually(
+        lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods", describe=state
+    )
     assert len(lab.status()["tenants"]["lab-a"]["queued"]) == 3
     waiting = {p.metadata.name for p in live(core, "lab-a") if gated(p)}
 
     # lab-b scales down: the room is lent again and lab-a's queued pods run.
     apps.patch_namespaced_replica_set_scale("db", "lab-b", {"spec": {"replicas": 0}})
-    eventually(lambda: len(running(core, "lab-a")) == 7, "lab-a's queued pods to run")
+    eventually(
+        lambda: len(running(core, "lab-a")) == 7,
+        "lab-a's queued pods to run",
+        describe=state,
+    )
     assert not [p for p in live(core, "lab-a") if gated(p)]
     # Released past lab-a's guarantee, they borrow, and say so as an admitted borrower does.
     released = [p for p in running(core, "lab-a") if p.metadata.name in waiting]
@@ -299,4 +336,6 @@ def test_preempted_borrowers_come_back_queued_and_run_once_the_lender_scales_dow
     for item in released:
         assert item.metadata.labels["tenantgate.io/tier"] == "burst"
         assert item.metadata.annotations["tenantgate.io/borrowed-from"] == "lab"
-    eventually(lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods")
+    eventually(
+        lambda: ledger_equals_truth(lab, core), "the ledger to equal the pods", describe=state
+    )

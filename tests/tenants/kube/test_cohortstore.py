@@ -325,6 +325,33 @@ async def test_the_member_write_settles_the_entry_and_the_cohort_object_shows_us
     assert store.cohort_stats.settled == 1
 
 
+async def test_a_settle_that_loses_every_race_tries_again(cluster: Cluster) -> None:
+    """Another writer changes the cohort object before each of the settle's writes, as many
+    times as it tries: the entry is settled all the same, later. Left in place, it would count
+    its booking twice once the member's ledger confirms it."""
+    store = CohortLedgerStore(
+        cluster.ledgers,
+        cluster.cohorts,
+        policy=CasPolicy(max_attempts=3, conflict_backoff=FAST.conflict_backoff),
+        wall=cluster.wall,
+    )
+    cluster.replicas.append(store)
+    await guarantees_used(store)
+    writes = itertools.count()
+
+    def another_writer_first(name: str) -> None:
+        if 1 <= next(writes) <= 3:  # the booking's own write goes through; the settle's do not
+            with FakeApi.lock:
+                _, status = cluster.cohorts.objects[name]
+                cluster.cohorts.objects[name] = (str(next(FakeApi.versions)), status)
+
+    cluster.cohorts.before_write = another_writer_first
+    assert await borrow(store, "team-a") == "burst"
+    await settled(cluster)
+    assert store.cohort_stats.conflicts >= 3
+    assert store.cohort_stats.settled == 1
+
+
 async def test_guaranteed_room_taken_meanwhile_makes_the_booking_borrow_through_the_cohort(
     cluster: Cluster,
 ) -> None:

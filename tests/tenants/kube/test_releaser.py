@@ -8,15 +8,19 @@ booking under a released pod would over-admit. After eight failures a pod is giv
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
+
+import pytest
 
 from classifier.quantities import Quantity
 from tenants.configfile import load_text
 from tenants.controller import LedgerController, pod_facts
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden
 from tenants.kube.releaser import PodEvent, Releaser, ungate_patch
-from tenants.ledger import MemoryLedger, Tier
+from tenants.ledger import MemoryLedger, TenantLedger, Tier, book, cancel
 from tenants.queue.gate import owner_rule
 from tenants.queue.line import QueuedPod
 from tenants.queue.release import PaceSettings
@@ -33,6 +37,7 @@ tenants:
     overQuota: queue
 """
 NOW = 1_700_000_000.0
+T = TypeVar("T")
 
 
 def gated_pod(name: str, uid: str) -> dict[str, Any]:
@@ -292,6 +297,92 @@ def test_a_cohort_member_released_onto_borrowed_room_records_the_tree_s_root() -
         "borrower/b1": ("burst", "root"),
         "keeper/k0": ("guaranteed", None),
     }
+
+
+class ViewBehind(MemoryLedger):
+    """A store whose ledgers hold what this replica's view does not show yet: a hold another
+    replica took. It goes later without a room change this replica hears of, as a cohort's
+    pending booking that expires or is settled."""
+
+    HOLD = "another-replica"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bookings = 0
+
+    def hold(self, tenant: str) -> None:
+        self._ledgers[tenant] = book(
+            self.get(tenant),
+            reservation_id=self.HOLD,
+            tier="guaranteed",
+            amount={"cpu": Quantity.parse("1")},
+            now=NOW,
+            ttl=3600,
+        )
+
+    def drop_hold(self, tenant: str) -> None:
+        self._ledgers[tenant] = cancel(self._ledgers[tenant], reservation_id=self.HOLD)
+
+    def get(self, tenant: str) -> TenantLedger:
+        return cancel(super().get(tenant), reservation_id=self.HOLD)
+
+    async def transact(
+        self,
+        tenant: str,
+        change: Callable[[TenantLedger], tuple[TenantLedger, T]],
+        *,
+        commit: bool = True,
+    ) -> T:
+        self.bookings += 1
+        return await super().transact(tenant, change, commit=commit)
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["pod", "pod group"])
+def test_a_release_the_stored_ledger_refuses_is_looked_at_again_without_a_room_change(
+    group: bool,
+) -> None:
+    # The view shows q's 1 cpu free, the stored ledger holds it: the booking is refused. The
+    # hold then goes with no room change heard of; the releaser looks again and releases.
+    policy = load_text(CONFIG + ("    podGroups: {timeoutSeconds: 60}\n" if group else "")).policy
+    store = ViewBehind()
+    controller = LedgerController(store, policy=policy)
+    fake = FakePods(None, gated=False)
+    releaser = Releaser(controller, store, fake, clock=lambda: NOW, pace=PaceSettings())
+
+    async def until(check: Callable[[], bool]) -> bool:
+        for _ in range(1000):
+            if check():
+                return True
+            await asyncio.sleep(0.01)
+        return check()
+
+    async def main() -> tuple[bool, bool, int]:
+        store.hold("q")
+        body = gated_pod("p", "uid-p")
+        if group:
+            body["metadata"]["annotations"] = {
+                "tenantgate.io/group": "labels/train",
+                "tenantgate.io/group-size": "1",
+            }
+        facts = pod_facts(body)
+        assert facts is not None
+        controller.replace_pods([facts], now=NOW, initial=True)
+        task = asyncio.create_task(releaser.run())
+        refused = await until(lambda: store.bookings >= 1)
+        patched_while_held = bool(fake.patches)
+        store.drop_hold("q")
+        released = await until(lambda: fake.patches == ["p"])
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return refused and not patched_while_held, released, store.bookings
+
+    refused, released, bookings = asyncio.run(main())
+    releaser.close()
+    assert refused
+    assert released, "the refused release was never looked at again"
+    assert bookings >= 2
+    assert cpu(store) == Quantity.parse("1")
 
 
 def test_a_released_pod_unschedulable_too_long_is_reported_once() -> None:
