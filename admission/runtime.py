@@ -69,6 +69,7 @@ from tenants.kube.leader import (
 )
 from tenants.kube.ledgerstore import KubeLedgerClient, KubeLedgerStore, LedgerStoreCollector
 from tenants.kube.ledgerwatch import LedgerWatch
+from tenants.kube.namespaces import KubeNamespaceReader
 from tenants.kube.podgroupwatch import PodGroupWatch, WatchedSizes
 from tenants.kube.releaser import KubePodClient, QueueCollector, Releaser, queue_listing
 from tenants.kube.sync import ClusterSync, PriorityClassTable
@@ -353,6 +354,10 @@ class Runtime:
         # A pod group's size, when its pods do not carry it: coscheduling PodGroups from a
         # watch, other objects (an Indexed Job's Job, an operator's object) by GET.
         self.sizes = KubeSizeReader(connection.api_client) if connection is not None else None
+        # A namespace created a moment before its first pod may not have reached the watch.
+        self.namespaces = (
+            KubeNamespaceReader(connection.api_client) if connection is not None else None
+        )
         self.podgroup_watch: PodGroupWatch | None = None
         sizes: WatchedSizes | None = None
         if connection is not None and self.sizes is not None:
@@ -364,6 +369,7 @@ class Runtime:
             policy,
             self.ledger,
             namespace_labels=self.controller.namespace_labels if online else None,
+            namespace_lookup=self.namespaces,
             gate_owner=self.identity.user,
             sizes=sizes,
             group_members=self.controller.group_members if online else None,
@@ -671,6 +677,8 @@ class Runtime:
             self.releaser.close()
         if self.sizes is not None:
             self.sizes.close()
+        if self.namespaces is not None:
+            self.namespaces.close()
         if self.ledger_watch is not None:
             await self.ledger_watch.stop()
         if self.podgroup_watch is not None:

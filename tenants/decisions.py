@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -103,6 +103,19 @@ from tenants.verdicts import AdmissionInput, Verdict
 logger = logging.getLogger(__name__)
 
 NamespaceLabels = Callable[[str], Mapping[str, str] | None]
+# Reads a namespace the watch has not shown yet: its labels, None when it does not exist;
+# raises NamespaceUnreadable when the API server cannot say.
+NamespaceLookup = Callable[[str], Awaitable[Mapping[str, str] | None]]
+
+
+class NamespaceUnreadable(Exception):
+    """A namespace's labels are not known yet and could not be read."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 # The requests of a group's members the controller has seen waiting: (tenant, group id).
 GroupMembers = Callable[[str, str], Sequence[Mapping[str, Quantity]]]
 T = TypeVar("T")
@@ -695,7 +708,9 @@ class PolicyAdmitter:
     """The real :class:`tenants.verdicts.Admitter`: classification, tiers and quota.
 
     ``namespace_labels`` looks up a namespace's labels (for ``namespaceSelector`` tenants); it
-    returns None when they are not known, and then only explicit namespace lists count.
+    returns None when they are not known. ``namespace_lookup`` then reads the namespace from
+    the API server (one created a moment before its pod, not yet seen by the watch); without
+    it only explicit namespace lists count.
     """
 
     def __init__(
@@ -704,6 +719,7 @@ class PolicyAdmitter:
         ledger: LedgerStore,
         *,
         namespace_labels: NamespaceLabels | None = None,
+        namespace_lookup: NamespaceLookup | None = None,
         gate_owner: str = DEFAULT_GATE_OWNER,
         sizes: SizeReader | None = None,
         group_members: GroupMembers | None = None,
@@ -713,6 +729,7 @@ class PolicyAdmitter:
         # Checked once: a runtime Protocol check costs tens of µs per admission.
         self._peer_store = ledger if isinstance(ledger, PeerLedgerStore) else None
         self._namespace_labels = namespace_labels
+        self._namespace_lookup = namespace_lookup
         self.gate_owner = gate_owner
         self.sizes: SizeReader = sizes if sizes is not None else NoCluster()
         self.group_members = group_members
@@ -736,6 +753,24 @@ class PolicyAdmitter:
         if tenant is not None or not policy.selector_tenants or self._namespace_labels is None:
             return tenant
         return policy.tenant_for(namespace, self._namespace_labels(namespace))
+
+    async def _tenant_of(self, policy: Policy, namespace: str) -> TenantPolicy | None:
+        """:meth:`_tenant`, reading the namespace when the watch has not shown it yet; raises
+        :class:`NamespaceUnreadable` when that read fails."""
+        tenant = policy.by_namespace.get(namespace)
+        if tenant is not None or not policy.selector_tenants or self._namespace_labels is None:
+            return tenant
+        labels = self._namespace_labels(namespace)
+        if labels is None and self._namespace_lookup is not None:
+            labels = await self._namespace_lookup(namespace)
+        return policy.tenant_for(namespace, labels)
+
+    @staticmethod
+    def _unknown_namespace(namespace: str, error: NamespaceUnreadable) -> Verdict:
+        return _retry(
+            f'cannot tell which tenant owns namespace "{namespace}": it is not known to '
+            f"tenantgate yet and reading it failed ({error.message}); retry"
+        )
 
     @staticmethod
     def _unclaimed(policy: Policy, namespace: str) -> Verdict:
@@ -772,7 +807,10 @@ class PolicyAdmitter:
             return Verdict.allow()
         policy = self._policy
         namespace = request.namespace or podview.namespace(pod) or ""
-        tenant = self._tenant(policy, namespace)
+        try:
+            tenant = await self._tenant_of(policy, namespace)
+        except NamespaceUnreadable as exc:
+            return self._unknown_namespace(namespace, exc)
         if tenant is None:
             return self._unclaimed(policy, namespace)
         pod = _without_default_class(pod, policy.global_default)
@@ -1272,7 +1310,10 @@ class PolicyAdmitter:
             warnings += verdict.warnings
         labels = podview.labels(final) if mutated.patched is not None else {}
         profile = podview.annotations(final).get(PROFILE_LABEL) if mutated.allowed else None
-        tenant = self._tenant(self._policy, namespace)
+        try:
+            tenant = await self._tenant_of(self._policy, namespace)
+        except NamespaceUnreadable:
+            tenant = None  # the verdict above says why
         return Review(
             tenant=tenant.name if tenant is not None else None,
             tier=labels.get(TIER_LABEL) if verdict.allowed else None,
@@ -1312,7 +1353,10 @@ class PolicyAdmitter:
     ) -> Verdict:
         policy = self._policy
         namespace = request.namespace or podview.namespace(pod) or ""
-        tenant = self._tenant(policy, namespace)
+        try:
+            tenant = await self._tenant_of(policy, namespace)
+        except NamespaceUnreadable as exc:
+            return self._unknown_namespace(namespace, exc)
         if tenant is None:
             return self._unclaimed(policy, namespace)
         marks = _read_marks(pod, dry_run=request.dry_run)

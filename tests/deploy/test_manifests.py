@@ -80,6 +80,7 @@ LEAST_PRIVILEGE = {
     ("", "pods", "get"),
     ("", "pods", "list"),
     ("", "pods", "watch"),
+    ("", "namespaces", "get"),  # one the watch has not shown yet (tenants/kube/namespaces.py)
     ("", "namespaces", "list"),
     ("", "namespaces", "watch"),
     ("scheduling.k8s.io", "priorityclasses", "list"),

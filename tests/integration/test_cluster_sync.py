@@ -255,6 +255,21 @@ def test_a_namespace_relabel_moves_usage_between_tenants(
     assert_no_drift(tenantgate)
 
 
+def test_a_namespace_not_seen_yet_is_read_under_tenantgate_s_own_service_account(
+    start_tenantgate: StartTenantgate, core: Any
+) -> None:
+    """What admission reads when the watch has not shown a namespace yet: the shipped
+    ClusterRole lets tenantgate's ServiceAccount get it; a missing one is None."""
+    tenantgate = start_tenantgate()
+    create_namespace(core, {"metadata": {"name": "read-live", "labels": {"tenant": "b"}}})
+    reader = tenantgate.state.namespaces
+    assert reader is not None
+    labels = tenantgate.run(reader("read-live"))
+    assert labels is not None
+    assert labels["tenant"] == "b"
+    assert tenantgate.run(reader("never-created")) is None
+
+
 def test_drift_behind_the_ledgers_back_is_repaired_by_the_recount(
     start_tenantgate: StartTenantgate, core: Any, rejecting_webhook: RejectingWebhook
 ) -> None:

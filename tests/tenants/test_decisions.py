@@ -15,6 +15,7 @@ from classifier.quantities import Quantity
 from tenants.config import Policy
 from tenants.configfile import load_policy
 from tenants.decisions import (
+    NamespaceUnreadable,
     PolicyAdmitter,
     apply_container_defaults,
     reservation_id_for,
@@ -755,6 +756,63 @@ def test_namespace_selector_tenants_use_the_label_lookup() -> None:
     assert verdict.patched["metadata"]["labels"]["tenantgate.io/tenant"] == "labelled"
     unknown = asyncio.run(admitter.mutate(create(make_pod(namespace="team-c")), now=0))
     assert unknown == Verdict.allow()
+
+
+UNSEEN: dict[str, dict[str, str]] = {}  # namespaces the watch has shown: none
+SELECTOR_TENANT = """\
+  labelled:
+    namespaceSelector: {matchLabels: {team: b}}
+    quota: {guaranteed: {cpu: "1"}}
+"""
+
+
+def test_a_namespace_the_watch_has_not_shown_yet_is_read() -> None:
+    # A namespace created a moment before its pod: the watch has not shown it. kube-apiserver's
+    # NamespaceLifecycle plugin reads such a namespace live
+    # (plugin/pkg/admission/namespace/lifecycle/admission.go); so does the admitter, else a
+    # selector tenant's pod would pass unmetered.
+    policy = make_policy(CONFIG + SELECTOR_TENANT)
+    read: list[str] = []
+
+    async def lookup(namespace: str) -> dict[str, str] | None:
+        read.append(namespace)
+        return {"team": "b"}
+
+    ledger = MemoryLedger()
+    admitter = PolicyAdmitter(policy, ledger, namespace_labels=UNSEEN.get, namespace_lookup=lookup)
+    verdict = asyncio.run(admitter.mutate(create(make_pod(namespace="fresh")), now=0))
+    assert verdict.patched is not None
+    assert verdict.patched["metadata"]["labels"]["tenantgate.io/tenant"] == "labelled"
+    assert len(ledger.get("labelled").reservations) == 1
+    assert read == ["fresh"]
+    # A namespace the watch knows is not read; one a namespace list names is never read.
+    known = PolicyAdmitter(
+        policy,
+        MemoryLedger(),
+        namespace_labels={"seen": {"team": "b"}}.get,
+        namespace_lookup=lookup,
+    )
+    asyncio.run(known.mutate(create(make_pod(namespace="seen")), now=0))
+    asyncio.run(known.mutate(create(make_pod(namespace="team-a")), now=0))
+    assert read == ["fresh"]
+
+
+def test_a_namespace_that_cannot_be_read_gets_a_retryable_denial() -> None:
+    policy = make_policy(CONFIG + SELECTOR_TENANT)
+
+    async def lookup(namespace: str) -> dict[str, str] | None:
+        raise NamespaceUnreadable(f"read namespace {namespace}: connection refused")
+
+    ledger = MemoryLedger()
+    admitter = PolicyAdmitter(policy, ledger, namespace_labels=UNSEEN.get, namespace_lookup=lookup)
+    verdict = asyncio.run(admitter.mutate(create(make_pod(namespace="fresh")), now=0))
+    assert not verdict.allowed
+    assert verdict.code == 409
+    assert verdict.message == (
+        'cannot tell which tenant owns namespace "fresh": it is not known to tenantgate yet and '
+        "reading it failed (read namespace fresh: connection refused); retry"
+    )
+    assert ledger.snapshot() == {}
 
 
 def test_replace_policy_takes_effect_for_the_next_request(chain: Chain) -> None:
