@@ -136,8 +136,8 @@ class Cluster:
         self.wall = Clock()
         self.replicas: list[CohortLedgerStore] = []
 
-    def replica(self) -> CohortLedgerStore:
-        store = CohortLedgerStore(self.ledgers, self.cohorts, policy=FAST, wall=self.wall)
+    def replica(self, policy: CasPolicy = FAST) -> CohortLedgerStore:
+        store = CohortLedgerStore(self.ledgers, self.cohorts, policy=policy, wall=self.wall)
         self.replicas.append(store)
         return store
 
@@ -329,13 +329,7 @@ async def test_a_settle_that_loses_every_race_tries_again(cluster: Cluster) -> N
     """Another writer changes the cohort object before each of the settle's writes, as many
     times as it tries: the entry is settled all the same, later. Left in place, it would count
     its booking twice once the member's ledger confirms it."""
-    store = CohortLedgerStore(
-        cluster.ledgers,
-        cluster.cohorts,
-        policy=CasPolicy(max_attempts=3, conflict_backoff=FAST.conflict_backoff),
-        wall=cluster.wall,
-    )
-    cluster.replicas.append(store)
+    store = cluster.replica(CasPolicy(max_attempts=3, conflict_backoff=FAST.conflict_backoff))
     await guarantees_used(store)
     writes = itertools.count()
 
@@ -387,13 +381,7 @@ async def test_a_dry_run_writes_nothing(cluster: Cluster) -> None:
 
 
 async def test_a_cohort_object_that_keeps_conflicting_fails_closed(cluster: Cluster) -> None:
-    store = CohortLedgerStore(
-        cluster.ledgers,
-        cluster.cohorts,
-        policy=CasPolicy(max_attempts=3, conflict_backoff=FAST.conflict_backoff),
-        wall=cluster.wall,
-    )
-    cluster.replicas.append(store)
+    store = cluster.replica(CasPolicy(max_attempts=3, conflict_backoff=FAST.conflict_backoff))
     for _ in range(2):
         await borrow(store, "team-a")
 
