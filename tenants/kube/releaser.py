@@ -72,7 +72,8 @@ CHECK_SECONDS: Final = 5.0
 # A booking the stored ledgers refuse although the view showed room: the view is behind (a
 # cohort booking not settled yet, a hold another replica took). What brings the two together
 # may free no room this replica sees (a pending entry expiring, a settle), so the tenant is
-# looked at again after 0.25 s, doubling to 30 s while the refusals go on.
+# looked at again after 0.25 s, doubling to 30 s while the refusals go on (a refusal more than
+# 30 s after the last one starts again at 0.25 s).
 RECHECK_FIRST_SECONDS: Final = 0.25
 RECHECK_MAX_SECONDS: Final = 30.0
 
@@ -269,9 +270,9 @@ class Releaser:
         self._wake: asyncio.Event | None = None
         self._in_flight: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        # Tenants whose release the stored ledgers refused: tenant -> (refusals in a row, the
-        # timer of the next look).
-        self._rechecks: dict[str, tuple[int, asyncio.TimerHandle | None]] = {}
+        # Tenants whose release the stored ledgers refused: tenant -> (refusals in a row, when
+        # the last one was, in the loop's time; the timer of the next look).
+        self._rechecks: dict[str, tuple[int, float, asyncio.TimerHandle | None]] = {}
         # Tenants whose head failed to release for a reason not its own (the API server, a
         # webhook or the ledger): tenant -> that pod's uid, until its backoff ends.
         self._held: dict[str, str] = {}
@@ -383,7 +384,7 @@ class Releaser:
             and not self._evaluating
             and not self._in_flight
             and not self._timers
-            and not any(timer is not None for _, timer in self._rechecks.values())
+            and not any(timer is not None for _, _, timer in self._rechecks.values())
         )
 
     # -- running -------------------------------------------------------------------------
@@ -419,7 +420,7 @@ class Releaser:
             for timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
-            for _, look in self._rechecks.values():
+            for _, _, look in self._rechecks.values():
                 if look is not None:
                     look.cancel()
             self._rechecks.clear()
@@ -611,24 +612,27 @@ class Releaser:
 
     def _recheck(self, tenant: str) -> None:
         """Look at ``tenant`` again soon: the plan saw room the stored ledgers refused."""
-        refusals, pending = self._rechecks.get(tenant, (0, None))
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        refusals, last, pending = self._rechecks.get(tenant, (0, now, None))
         if pending is not None:
             return
+        if now - last > RECHECK_MAX_SECONDS:
+            refusals = 0  # the last refusal is long past: this is a new disagreement
         delay = min(RECHECK_FIRST_SECONDS * 2 ** min(refusals, 16), RECHECK_MAX_SECONDS)
 
         def fire() -> None:
-            done, _ = self._rechecks.get(tenant, (0, None))
-            self._rechecks[tenant] = (done, None)
+            done, at, _ = self._rechecks.get(tenant, (0, now, None))
+            self._rechecks[tenant] = (done, at, None)
             self.room_changed(tenant)
 
-        handle = asyncio.get_running_loop().call_later(delay, fire)
-        self._rechecks[tenant] = (refusals + 1, handle)
+        self._rechecks[tenant] = (refusals + 1, now, loop.call_later(delay, fire))
 
     def _released_ok(self, tenant: str, pod: QueuedPod, tier: Tier) -> bool:
         waited = max(self._clock() - pod.queued_at, 0.0)
-        refusals = self._rechecks.pop(tenant, None)
-        if refusals is not None and refusals[1] is not None:
-            refusals[1].cancel()
+        refused = self._rechecks.pop(tenant, None)
+        if refused is not None and refused[2] is not None:
+            refused[2].cancel()
         key = (tenant, tier)
         self.stats.released[key] = self.stats.released.get(key, 0) + 1
         self.stats.observe_wait(tenant, tier, waited)

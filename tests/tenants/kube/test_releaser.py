@@ -385,6 +385,38 @@ def test_a_release_the_stored_ledger_refuses_is_looked_at_again_without_a_room_c
     assert cpu(store) == Quantity.parse("1")
 
 
+def test_looking_again_backs_off_while_the_refusals_go_on_and_starts_over_later() -> None:
+    policy = load_text(CONFIG).policy
+    store = MemoryLedger()
+    releaser = Releaser(
+        LedgerController(store, policy=policy),
+        store,
+        FakePods(None, gated=False),
+        clock=lambda: NOW,
+    )
+
+    async def main() -> tuple[list[float], float]:
+        loop = asyncio.get_running_loop()
+
+        def refused() -> float:
+            releaser._recheck("q")
+            refusals, at, handle = releaser._rechecks["q"]
+            assert handle is not None
+            handle.cancel()
+            releaser._rechecks["q"] = (refusals, at, None)  # as when it fires
+            return round(handle.when() - loop.time(), 2)
+
+        delays = [refused() for _ in range(9)]
+        refusals, _, _ = releaser._rechecks["q"]
+        releaser._rechecks["q"] = (refusals, loop.time() - 31, None)  # the last one, long ago
+        return delays, refused()
+
+    delays, after_a_while = asyncio.run(main())
+    releaser.close()
+    assert delays == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert after_a_while == 0.25
+
+
 def test_a_released_pod_unschedulable_too_long_is_reported_once() -> None:
     fake = FakePods(None, gated=False)
     controller, releaser, _ = run(fake)
