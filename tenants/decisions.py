@@ -757,13 +757,16 @@ class PolicyAdmitter:
     async def _tenant_of(self, policy: Policy, namespace: str) -> TenantPolicy | None:
         """:meth:`_tenant`, reading the namespace when the watch has not shown it yet; raises
         :class:`NamespaceUnreadable` when that read fails."""
-        tenant = policy.by_namespace.get(namespace)
-        if tenant is not None or not policy.selector_tenants or self._namespace_labels is None:
+        tenant = self._tenant(policy, namespace)
+        if (
+            tenant is not None
+            or self._namespace_lookup is None
+            or not policy.selector_tenants
+            or self._namespace_labels is None
+            or self._namespace_labels(namespace) is not None
+        ):
             return tenant
-        labels = self._namespace_labels(namespace)
-        if labels is None and self._namespace_lookup is not None:
-            labels = await self._namespace_lookup(namespace)
-        return policy.tenant_for(namespace, labels)
+        return policy.tenant_for(namespace, await self._namespace_lookup(namespace))
 
     @staticmethod
     def _unknown_namespace(namespace: str, error: NamespaceUnreadable) -> Verdict:

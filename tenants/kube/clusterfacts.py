@@ -10,6 +10,7 @@ from typing import Any
 from tenants.clustercheck import ClusterFacts, RunningPod, running_schedulers, webhook_scopes
 from tenants.kube.connection import Connection
 from tenants.kube.errors import KubeError, wrap
+from tenants.kube.responses import drain
 
 
 def read_cluster_facts(connection: Connection) -> ClusterFacts:
@@ -44,10 +45,7 @@ def read_cluster_facts(connection: Connection) -> ClusterFacts:
 def _items(action: str, call: Any, **options: Any) -> list[dict[str, Any]]:
     try:
         response = call(_preload_content=False, _request_timeout=60, **options)
-        try:
-            document = json.loads(response.data)
-        finally:
-            response.release_conn()
+        document = json.loads(drain(response))
     except KubeError:
         raise
     except Exception as exc:

@@ -34,6 +34,7 @@ from tenants.kube.errors import KubeConfigError, KubeError, KubeNotFound, from_s
 from tenants.kube.ledgerstore import GROUP as LEDGER_GROUP
 from tenants.kube.ledgerstore import PLURAL as LEDGER_PLURAL
 from tenants.kube.ledgerstore import VERSION as LEDGER_VERSION
+from tenants.kube.responses import drain
 
 logger = logging.getLogger(__name__)
 
@@ -238,10 +239,7 @@ class _PodGroups:
                 _preload_content=False,
                 _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
             )
-            try:
-                resources = orjson.loads(response.data)
-            finally:
-                response.release_conn()
+            resources = orjson.loads(drain(response))
         except Exception as exc:
             error = wrap(exc, action=f"discover {PODGROUP_GROUP}/{PODGROUP_VERSION}")
             if isinstance(error, KubeNotFound):
@@ -366,10 +364,7 @@ class Connection:
             kwargs["_continue"] = continue_token
         try:
             response = self._method(resource)(**kwargs)
-            try:
-                body = response.data
-            finally:
-                response.release_conn()
+            body = drain(response)
             document = decode_list(resource, body)
         except KubeError:
             raise

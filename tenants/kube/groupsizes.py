@@ -23,6 +23,7 @@ import orjson
 from classifier.podgroups import SizeRef
 from tenants.groups.sizes import SizeAnswer
 from tenants.kube.errors import KubeForbidden, KubeNotFound, wrap
+from tenants.kube.responses import drain
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +90,7 @@ class KubeSizeReader:
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
-            try:
-                document = orjson.loads(response.data)
-            finally:
-                response.release_conn()
+            document = orjson.loads(drain(response))
         except Exception as exc:
             error = wrap(exc, action=f"read {what}")
             if isinstance(error, KubeNotFound):

@@ -38,6 +38,7 @@ from tenants.kube.connection import Connection, Resource
 from tenants.kube.errors import KubeConflict, KubeError, KubeNotFound, wrap
 from tenants.kube.informer import RestartHook
 from tenants.kube.ledgerstore import KubeLedgerStore
+from tenants.kube.responses import drain
 from tenants.kube.sync import ClusterSync
 
 logger = logging.getLogger(__name__)
@@ -201,10 +202,7 @@ class KubeLeaseClient:
     def _call(self, action: str, method: Callable[..., Any], *args: Any) -> StoredLease:
         try:
             response = method(*args, _preload_content=False, _request_timeout=self._timeout)
-            try:
-                body = response.data
-            finally:
-                response.release_conn()
+            body = drain(response)
             document = orjson.loads(body)
         except Exception as exc:
             raise wrap(exc, action=f"{action} {self.where}") from exc

@@ -45,6 +45,7 @@ from tenants.kube.errors import (
     KubeNotFound,
     wrap,
 )
+from tenants.kube.responses import drain
 from tenants.ledger import (
     TIERS,
     Charge,
@@ -134,10 +135,7 @@ class KubeLedgerClient:
                 _preload_content=False,
                 _request_timeout=self._timeout,
             )
-            try:
-                body = response.data
-            finally:
-                response.release_conn()
+            body = drain(response)
             document = orjson.loads(body)
         except Exception as exc:
             raise wrap(exc, action=action) from exc

@@ -20,6 +20,7 @@ import orjson
 
 from tenants.decisions import NamespaceUnreadable
 from tenants.kube.errors import KubeNotFound, wrap
+from tenants.kube.responses import drain
 
 REQUEST_TIMEOUT: Final = (2.0, 5.0)
 
@@ -43,10 +44,7 @@ class KubeNamespaceReader:
             response = self._core.read_namespace(
                 namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             )
-            try:
-                document = orjson.loads(response.data)
-            finally:
-                response.release_conn()
+            document = orjson.loads(drain(response))
         except Exception as exc:
             error = wrap(exc, action=f"read namespace {namespace}")
             if isinstance(error, KubeNotFound):

@@ -48,6 +48,7 @@ from tenants.config import BORROWED_ANNOTATION, QUOTA_GATE, TIER_LABEL
 from tenants.controller import LedgerController
 from tenants.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, wrap
 from tenants.kube.groupreleaser import GroupReleaser
+from tenants.kube.responses import drain
 from tenants.ledger import LedgerStore, LedgerUnavailable, PeerLedgerStore, Tier
 from tenants.queue.admission import has_gate
 from tenants.queue.gate import OWNER_RULE_PREFIX
@@ -140,7 +141,7 @@ class KubePodClient:
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
-            _drain(response)
+            drain(response)
         except Exception as exc:
             raise wrap(exc, action=action) from exc
 
@@ -150,7 +151,7 @@ class KubePodClient:
             response = self._core.read_namespaced_pod(
                 pod.name, pod.namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             )
-            document = orjson.loads(_drain(response))
+            document = orjson.loads(drain(response))
         except Exception as exc:
             error = wrap(exc, action=f"read pod {pod.key}")
             if isinstance(error, KubeNotFound):
@@ -191,19 +192,9 @@ class KubePodClient:
             response = self._core.create_namespaced_event(
                 event.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             )
-            _drain(response)
+            drain(response)
         except Exception as exc:
             raise wrap(exc, action=f"record event {event.reason} for pod {event.name}") from exc
-
-
-def _drain(response: Any) -> bytes:
-    """Read the whole body before the connection goes back to the pool: a connection handed
-    back with unread bytes answers the next request with them."""
-    try:
-        data: bytes = response.data
-    finally:
-        response.release_conn()
-    return data
 
 
 @dataclass(slots=True)
