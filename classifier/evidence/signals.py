@@ -20,13 +20,13 @@ on the node (``hostPort``) also gives ``hostport:N``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 from classifier import podview
 from classifier.facts import PodFacts, image_repository
+from classifier.records import record
 
 # The parts of names and image paths: "front-end", "catalogue_db", "kafka.connect".
 _WORD_SPLIT = re.compile(r"[-_./:]+")
@@ -152,7 +152,6 @@ def _dashed_pairs(text: str) -> Iterator[str]:
         yield f"{parts[i]}-{parts[i + 1]}"
 
 
-@lru_cache(maxsize=4096)
 def image_signals(repository: str) -> tuple[str, ...]:
     """The signals of an image repository path: its own name's words and its role."""
     found: list[str] = []
@@ -178,7 +177,6 @@ def image_signals(repository: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-@lru_cache(maxsize=8192)
 def name_signals(name: str) -> tuple[str, ...]:
     return tuple(f"name:{word}" for word in words(name))
 
@@ -210,31 +208,35 @@ def _image_repository(image: str) -> str:
 
 
 def _container_signals(
-    container: Mapping[str, Any], name: str, repository: str, known: frozenset[str] | None
-) -> Iterator[str]:
-    """What one container says of itself: image words, name words, ports, env, probes, flags.
+    reader: SignalReader, container: Mapping[str, Any], name: str, repository: str
+) -> tuple[list[str], bool]:
+    """What one container says of itself (image words, name words, ports, env, probes, flags)
+    and whether it serves: it declares a port, or a probe reaches one (HTTP, gRPC, TCP).
 
     ``name`` and ``repository`` are the container's name and image as the caller read them.
+    The words of its image and name, and its environment, come already filtered by
+    ``reader``; the rest is filtered by the caller.
     """
-    yield from image_signals(repository)
-    yield from name_signals(name)
+    found = [*reader.strings(image_signals, repository), *reader.strings(name_signals, name)]
+    serves = False
     ports = list(podview.objects(container.get("ports")))
     if ports:
-        yield "port:any"
+        serves = True
+        found.append("port:any")
     for port in ports:
         number = port.get("containerPort")
         if isinstance(number, int):
-            yield _text("port", number)
+            found.append(_text("port", number))
         host_port = port.get("hostPort")
         if isinstance(host_port, int):
-            yield _text("hostport", host_port)
+            found.append(_text("hostport", host_port))
         port_name = podview.string(port.get("name"))
         if port_name:
-            yield _text("port-name", port_name)
+            found.append(_text("port-name", port_name))
     env = container.get("env")
     if isinstance(env, list) and env:
         names = tuple([item.get("name") for item in env if type(item) is dict])
-        yield from env_list_signals(names) if known is None else _known_env_signals(names, known)
+        found += reader.environment(names)
     for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
         probe = container.get(probe_name)
         if not isinstance(probe, dict):
@@ -242,15 +244,18 @@ def _container_signals(
         http = podview.obj(probe.get("httpGet"))
         path = podview.string(http.get("path"))
         if path is not None:
+            serves = True
             clean = path.split("?", 1)[0] or "/"
-            yield _text("probe", clean)
+            found.append(_text("probe", clean))
             # Any page a probe fetches says the container serves pages, whatever its name.
             if clean.lower().endswith((".html", ".htm")):
-                yield "probe:*.html"
+                found.append("probe:*.html")
         elif "grpc" in probe:
-            yield "probe:grpc"
+            serves = True
+            found.append("probe:grpc")
         elif "tcpSocket" in probe:
-            yield "probe:tcp"
+            serves = True
+            found.append("probe:tcp")
     argv: list[str] = []
     for group in ("command", "args"):
         items = container.get(group)
@@ -259,23 +264,24 @@ def _container_signals(
         texts = [item for item in items if isinstance(item, str)]
         for item in texts:
             if item.startswith("--") and item != "--":
-                yield _text("flag", item.split("=", 1)[0])
+                found.append(_text("flag", item.split("=", 1)[0]))
         argv += texts
     # The container runs command + args (args alone follow the image's entrypoint; the
     # kubelet's ExpandContainerCommandAndArgs, pkg/kubelet/container/helpers.go, passes both
     # on as given): a shell's script may come in args after "sh -c" in command.
     program = _program(argv)
     if program:
-        yield f"command:{program}"
+        found.append(f"command:{program}")
     resources = podview.obj(container.get("resources"))
     for part in ("requests", "limits"):
         for resource, amount in podview.obj(resources.get(part)).items():
             if resource in _EXTENDED_SKIP or resource.startswith("hugepages-"):
                 continue
             if str(amount).strip() not in ("0", "", "0.0"):
-                yield _text("resource", resource)
+                found.append(_text("resource", resource))
                 if _is_accelerator(resource):
-                    yield "resource:accelerator"
+                    found.append("resource:accelerator")
+    return found, serves
 
 
 @lru_cache(maxsize=1024)
@@ -386,80 +392,77 @@ def _program(items: list[str]) -> str:
     return program
 
 
-def _app_names(facts: PodFacts) -> Iterator[str]:
+def _app_names(reader: SignalReader, facts: PodFacts, found: list[str]) -> None:
     labels = facts.labels
     for key in NAME_LABELS:
         value = labels.get(key)
         if value:
-            yield from name_signals(value)
+            found += reader.strings(name_signals, value)
     owners = facts.owners
     # The workload's own name: a Deployment's rather than its ReplicaSet's (which adds a hash),
     # a CronJob's rather than its Job's (which adds a time).
     implied = [owner for owner in owners if owner.via]
     for owner in implied or owners:
         if owner.name:
-            yield from name_signals(owner.name)
+            found += reader.strings(name_signals, owner.name)
     if not owners:
         meta = podview.metadata(facts.pod)
         pod_name = podview.string(meta.get("name")) or podview.string(meta.get("generateName"))
         if pod_name:
-            yield from name_signals(pod_name.rstrip("-"))
+            found += reader.strings(name_signals, pod_name.rstrip("-"))
 
 
-@lru_cache(maxsize=1024)
 def _namespace_signals(namespace: str) -> tuple[str, ...]:
     """The namespace, and each of its words: an add-on's second namespace (``linkerd-viz``,
     ``istio-ingress``) is named after the add-on."""
     return tuple(f"namespace:{word}" for word in words(namespace))
 
 
-@lru_cache(maxsize=1024)
 def _account_signals(account: str) -> tuple[str, ...]:
     return tuple(f"account:{word}" for word in words(account))
 
 
-def _pod_signals(facts: PodFacts) -> Iterator[str]:
+def _pod_signals(reader: SignalReader, facts: PodFacts) -> list[str]:
     """What the pod says as a whole: owners, namespace, names, label and annotation keys,
-    volumes, scheduling."""
+    volumes, scheduling. Names come filtered by ``reader``; the rest is filtered by the
+    caller."""
     spec = facts.spec
-    for owner in facts.owners:
-        yield _owner_text(owner.kind)
-    yield from _namespace_signals(facts.namespace)
-    yield from _app_names(facts)
-    for key in facts.labels:
-        yield _text("label", key)
-    for key in facts.annotations:
-        yield _text("annotation", key)
+    found = [_owner_text(owner.kind) for owner in facts.owners]
+    found += reader.strings(_namespace_signals, facts.namespace)
+    _app_names(reader, facts, found)
+    found += reader.keys("label", facts.labels)
+    found += reader.keys("annotation", facts.annotations)
     account = podview.string(spec.get("serviceAccountName"))
     if account:
-        yield from _account_signals(account)
+        found += reader.strings(_account_signals, account)
     runtime = podview.string(spec.get("runtimeClassName"))
     if runtime:
-        yield f"runtime:{runtime.lower()}"
+        found.append(f"runtime:{runtime.lower()}")
     priority = podview.string(spec.get("priorityClassName"))
     if priority:
-        yield f"priority:{priority.lower()}"
-    yield _text("restart", facts.restart_policy)
+        found.append(f"priority:{priority.lower()}")
+    found.append(_text("restart", facts.restart_policy))
     if facts.host_network:
-        yield "host:network"
+        found.append("host:network")
     if spec.get("hostPID") is True:
-        yield "host:pid"
+        found.append("host:pid")
     for selector in podview.obj(spec.get("nodeSelector")):
-        yield f"node:{selector.lower()}"
+        found.append(f"node:{selector.lower()}")
     for toleration in podview.objects(spec.get("tolerations")):
         tolerated = podview.string(toleration.get("key")) or "*"
-        yield f"toleration:{tolerated.lower()}"
+        found.append(f"toleration:{tolerated.lower()}")
     for volume in podview.objects(spec.get("volumes")):
         if "persistentVolumeClaim" in volume:
-            yield "volume:claim"
+            found.append("volume:claim")
         elif "csi" in volume:
-            yield "volume:csi"
+            found.append("volume:csi")
         host = podview.string(podview.obj(volume.get("hostPath")).get("path"))
         if host:
-            yield _host_text(host)
+            found.append(_host_text(host))
     if facts.template_claim() is not None:
-        yield "volume:claim-template"
-    yield from _device_claim_signals(spec.get("resourceClaims"))
+        found.append("volume:claim-template")
+    found.extend(_device_claim_signals(spec.get("resourceClaims")))
+    return found
 
 
 def _device_claim_signals(claims: Any) -> Iterator[str]:
@@ -499,7 +502,7 @@ def _host_prefix(path: str) -> str:
     return clean
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PodSignals:
     """Every signal of a pod, once each, with where it was first read; and the sidecars."""
 
@@ -531,50 +534,115 @@ def _named_after(name: str, repository: str, workload: frozenset[str]) -> bool:
     return name.lower() in workload or repository.rsplit("/", 1)[-1] in workload
 
 
+# How many texts a reader keeps the signals of (names, images, namespaces) before it starts
+# over: pods repeat a few hundred of them.
+_READER_CACHE_SIZE = 8192
+
+
+class SignalReader:
+    """Reads a pod's signals; with ``known``, only those (weighing reads with its table's).
+
+    The signals of a name, an image or a namespace, less those ``known`` leaves out, are kept
+    per text: pods of one workload repeat them. Label and annotation keys are looked up in the
+    table's own.
+    """
+
+    __slots__ = ("_cache", "_keys", "known")
+
+    def __init__(self, known: frozenset[str] | None = None) -> None:
+        self.known = known
+        self._cache: dict[tuple[Callable[[str], tuple[str, ...]], str], tuple[str, ...]] = {}
+        # kind -> lower-cased key -> signal, for the kinds read from a pod's metadata keys.
+        self._keys: dict[str, dict[str, str]] | None = None
+        if known is not None:
+            self._keys = {"label": {}, "annotation": {}}
+            for text in known:
+                kind, _, value = text.partition(":")
+                if kind in self._keys:
+                    self._keys[kind][value] = text
+
+    def strings(self, read: Callable[[str], tuple[str, ...]], text: str) -> tuple[str, ...]:
+        """``read(text)``, less the signals ``known`` leaves out."""
+        key = (read, text)
+        found = self._cache.get(key)
+        if found is None:
+            found = read(text)
+            if self.known is not None:
+                found = tuple(signal for signal in found if signal in self.known)
+            if len(self._cache) >= _READER_CACHE_SIZE:
+                self._cache.clear()
+            self._cache[key] = found
+        return found
+
+    def keys(self, kind: str, mapping: Mapping[str, Any]) -> list[str]:
+        """``kind:key`` of each key of ``mapping``, lower-cased, less those ``known`` leaves
+        out."""
+        if self._keys is None:
+            return [_text(kind, key) for key in mapping]
+        table = self._keys[kind]
+        if not table:
+            return []
+        return [table[low] for key in mapping if (low := key.lower()) in table]
+
+    def environment(self, names: tuple[Any, ...]) -> tuple[str, ...]:
+        """The signals of a container's environment variable names, less those ``known``
+        leaves out."""
+        if self.known is None:
+            return env_list_signals(names)
+        return _known_env_signals(names, self.known)
+
+    def read(self, facts: PodFacts) -> PodSignals:
+        """The pod's signals, reading each part of the pod once."""
+        known = self.known
+        seen: dict[str, str] = {}
+        spec = facts.spec
+        containers = list(podview.objects(spec.get("containers")))
+        names = [podview.string(c.get("name")) or "" for c in containers]
+        repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
+        sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
+        if len(containers) > 1 and any(sidecar_flags):
+            # A container the workload is named after is its main one, whatever its software.
+            workload = _workload_names(facts)
+            sidecar_flags = [
+                flag and not _named_after(n, r, workload)
+                for flag, n, r in zip(sidecar_flags, names, repositories, strict=True)
+            ]
+        all_sidecars = all(sidecar_flags)
+        sidecars: list[str] = []
+        serves = False
+        for container, name, repository, is_sidecar in zip(
+            containers, names, repositories, sidecar_flags, strict=True
+        ):
+            if _privileged(container):
+                seen.setdefault("host:privileged", f"container {name or '?'}")
+            if is_sidecar and not all_sidecars:
+                sidecars.append(name or "?")
+                continue
+            where = f"container {name or '?'}"
+            found, serving = _container_signals(self, container, name, repository)
+            serves = serves or serving
+            for text in found:
+                if text not in seen and (known is None or text in known):
+                    seen[text] = where
+        for group in ("initContainers", "ephemeralContainers"):
+            for container in podview.objects(spec.get(group)):
+                if _privileged(container):
+                    seen.setdefault("host:privileged", f"container {container.get('name') or '?'}")
+        # No main container declares a port or probes one: nothing says the pod serves anyone.
+        if not serves and containers and (known is None or "port:none" in known):
+            seen["port:none"] = "pod"
+        for text in _pod_signals(self, facts):
+            if text not in seen and (known is None or text in known):
+                seen[text] = "pod"
+        return PodSignals(seen, tuple(sidecars))
+
+
+_EVERY_SIGNAL = SignalReader()
+
+
 def read_signals(facts: PodFacts, *, known: frozenset[str] | None = None) -> PodSignals:
     """The pod's signals, reading each part of the pod once; with ``known``, only those."""
-    seen: dict[str, str] = {}
-    spec = facts.spec
-    containers = list(podview.objects(spec.get("containers")))
-    names = [podview.string(c.get("name")) or "" for c in containers]
-    repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
-    sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
-    if len(containers) > 1 and any(sidecar_flags):
-        # A container the workload is named after is its main one, whatever its software.
-        workload = _workload_names(facts)
-        sidecar_flags = [
-            flag and not _named_after(n, r, workload)
-            for flag, n, r in zip(sidecar_flags, names, repositories, strict=True)
-        ]
-    all_sidecars = all(sidecar_flags)
-    sidecars: list[str] = []
-    serves = False
-    for container, name, repository, is_sidecar in zip(
-        containers, names, repositories, sidecar_flags, strict=True
-    ):
-        if _privileged(container):
-            seen.setdefault("host:privileged", f"container {name or '?'}")
-        if is_sidecar and not all_sidecars:
-            sidecars.append(name or "?")
-            continue
-        where = f"container {name or '?'}"
-        for text in _container_signals(container, name, repository, known):
-            # A declared port, or a probe that reaches one (HTTP, gRPC, TCP), says it serves.
-            if not serves and (text == "port:any" or text.startswith("probe:")):
-                serves = True
-            if text not in seen and (known is None or text in known):
-                seen[text] = where
-    for group in ("initContainers", "ephemeralContainers"):
-        for container in podview.objects(spec.get(group)):
-            if _privileged(container):
-                seen.setdefault("host:privileged", f"container {container.get('name') or '?'}")
-    # No main container declares a port or probes one: nothing says the pod serves anyone.
-    if not serves and containers and (known is None or "port:none" in known):
-        seen["port:none"] = "pod"
-    for text in _pod_signals(facts):
-        if text not in seen and (known is None or text in known):
-            seen[text] = "pod"
-    return PodSignals(seen, tuple(sidecars))
+    return (_EVERY_SIGNAL if known is None else SignalReader(known)).read(facts)
 
 
 # Every kind of signal, for checking the weights a config writes.

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from classifier.config import ClassifierConfig, ClassifierProblem
-from classifier.evidence.signals import SIGNAL_KINDS, read_signals
+from classifier.evidence.signals import SIGNAL_KINDS, SignalReader
 from classifier.evidence.weights import BUILTIN_WEIGHTS
 from classifier.facts import PodFacts
+from classifier.records import record
 
 
 class Item(NamedTuple):
@@ -30,7 +31,7 @@ class Item(NamedTuple):
     where: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Weighing:
     """What the evidence says: the winning profile (or None) and every counted signal.
 
@@ -113,13 +114,15 @@ class Evidence:
     order: tuple[str, ...]
     rank: Mapping[str, int] = field(init=False, repr=False, compare=False)
     known: frozenset[str] = field(init=False, repr=False, compare=False)
+    reader: SignalReader = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rank", {name: i for i, name in enumerate(self.order)})
         object.__setattr__(self, "known", frozenset(self.table))
+        object.__setattr__(self, "reader", SignalReader(self.known))
 
     def weigh(self, facts: PodFacts, *, allowed: frozenset[str] | None = None) -> Weighing:
-        found = read_signals(facts, known=self.known)
+        found = self.reader.read(facts)
         scores: dict[str, int] = {}
         heaviest: dict[str, int] = {}
         counted: list[tuple[str, str, tuple[tuple[str, int], ...]]] = []
