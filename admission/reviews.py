@@ -17,13 +17,13 @@ orjson and checked by the model, so errors and their messages come from one plac
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, TypeGuard
 
 import msgspec
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from classifier.records import record
 from tenants.verdicts import AdmissionInput, Verdict
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class AdmissionRequest(_Envelope):
     options: _RawObject = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Review:
     """A decoded AdmissionReview: what to answer in (``api_version``) and what was asked."""
 

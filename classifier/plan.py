@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,6 +27,7 @@ from classifier.config import (
 from classifier.evidence import Evidence, compile_evidence
 from classifier.grouprules import LabelGroupRule, compile_group_rules, lint_group_rules
 from classifier.profiles import CompiledProfile, apply_profile, compile_profile
+from classifier.records import record
 from classifier.rulelint import find_unreachable_rules
 from classifier.rules import Classification, classify
 from classifier.ruleset import CompiledRule, compile_rules
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Classification", "Classifier", "Plan", "compile_classifier"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Plan:
     """The outcome of planning one pod.
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from classifier import podview
+from classifier.records import record
 
 GROUP_KEY = "tenantgate.io/pod-group"
 GROUP_SIZE_KEY = "tenantgate.io/pod-group-size"
@@ -91,7 +92,7 @@ class SizeRef:
         return f"{self.kind} {self.namespace}/{self.name} ({fields})"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GroupClaim:
     """A pod's group: ``key`` is unique within a namespace, ``name`` is what people read.
 

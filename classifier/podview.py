@@ -102,9 +102,16 @@ def phase(pod: Mapping[str, Any]) -> str | None:
     return string(obj(pod.get("status")).get("phase"))
 
 
+_STRINGS = frozenset({str})
+
+
 def _string_map(value: Any) -> Mapping[str, str]:
     if not isinstance(value, dict):
         return _EMPTY
+    # Labels and annotations hold only strings: their types are checked in C, and copied in
+    # one call.
+    if _STRINGS.issuperset(map(type, value.values())) and _STRINGS.issuperset(map(type, value)):
+        return dict(value)
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 

@@ -9,19 +9,20 @@ it names every signal of the rule that holds, or every profile's evidence.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from classifier.config import PROFILE_LABEL
 from classifier.evidence import Evidence, Weighing
 from classifier.facts import PodFacts
 from classifier.quantities import Quantity
+from classifier.records import record
 from classifier.ruleset import CompiledRule, RuleSet
 
 ClassificationSource = Literal["rule", "opt-in", "evidence", "default"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Classification:
     """Which profile a pod gets, and why, in plain words.
 

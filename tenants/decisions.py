@@ -29,6 +29,7 @@ from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_prior
 from classifier.limits import pod_limit_usage, pod_usage
 from classifier.podgroups import GroupClaim, GroupClaimError, GroupRule, claim_group
 from classifier.quantities import Quantity, format_list
+from classifier.records import record
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
 from tenants.bounds import bounds_violations, missing_limits
@@ -141,7 +142,7 @@ def reservation_id_for(request_uid: str) -> str:
 # --------------------------------------------------------------------------- ledger changes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Booking:
     """What a mutate booking did: the decision, the reservation id and the ledger after it."""
 
@@ -299,7 +300,7 @@ def _recheck_without_stale_holds(
     return fresh, (rule if rule is not None else _quota_rule(tenant))(fresh, request)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Confirmation:
     """What validation found: allowed in ``tier``, or a denial (``verdict``)."""
 

@@ -11,17 +11,17 @@ cover the containers'.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from classifier import podview
 from classifier.quantities import Quantity, format_list
+from classifier.records import record
 from classifier.types import JSONObject
 
 __all__ = ["Filled", "apply_defaults", "describe_filled", "lacks_defaults"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Filled:
     """What one container was given."""
 

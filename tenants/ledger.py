@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from immutables import Map
 
 from classifier.quantities import Quantity, QuantityError
+from classifier.records import record
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class LedgerUnavailable(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reservation:
     """Usage booked at admission for a pod not yet seen stored; expires at ``expires_at``.
 
@@ -80,7 +81,7 @@ class Reservation:
         return self.pod_uid is None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Queued:
     """A pod waiting behind tenantgate's scheduling gate: counted against ``maxPending``.
 
@@ -102,7 +103,7 @@ def queued_id_for(pod_uid: str) -> str:
     return f"q-{pod_uid}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Charge:
     """Usage of a stored pod, kept until the pod is released."""
 

@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Literal
 
 from classifier.quantities import Quantity, ResourceList, format_list
+from classifier.records import record
 from tenants.cohorts.borrowing import Borrow
 from tenants.ledger import TenantLedger, Tier
 
@@ -79,7 +80,7 @@ def build_quota(
     return Quota(guaranteed=dict(guaranteed), ceiling=ceiling)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Shortfall:
     """One resource that does not fit: ``used + requested > limit``."""
 
@@ -90,7 +91,7 @@ class Shortfall:
     guaranteed: Quantity
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Decision:
     """The outcome of a check: the tier that fits, or the resources that do not.
 
@@ -199,7 +200,7 @@ def denial_message(tenant: str, decision: Decision) -> str:
     return message
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Headroom:
     """What is left below the ceiling, and what is above it, after a booking."""
 

@@ -7,11 +7,13 @@ the edge never decides: that keeps every decision testable without a server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final, Literal, Protocol, get_args
 
+from classifier.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class AdmissionInput:
     """The parts of ``AdmissionReview.request`` the decision logic uses."""
 
@@ -47,7 +49,7 @@ DenialCause = Literal[
 DENIAL_CAUSES: Final[tuple[DenialCause, ...]] = get_args(DenialCause)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verdict:
     """The answer to one admission request.
 
