@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from admission.bodylimit import BodyLimitMiddleware
 from admission.health import Readiness, health_routes
 from admission.metrics import ENDPOINTS, OTHER_DENIAL, Metrics, endpoint_label, metrics_route
-from admission.patch import PatchError, encode_patch, make_json_patch
+from admission.patch import PatchError, encoded_json_patch
 from admission.reviews import (
     NESTED_TOO_DEEPLY,
     ObjectView,
@@ -238,8 +238,7 @@ class ReviewHandler:
         original = review.request.object
         if original is None:
             raise PatchError("the admitter patched a request that has no object")
-        operations = make_json_patch(original, verdict.patched)
-        return encode_patch(operations) if operations else None
+        return encoded_json_patch(original, verdict.patched)
 
     def _refuse(
         self, client: str, status: int, reason: str, category: str

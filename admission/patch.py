@@ -37,17 +37,37 @@ def make_json_patch(original: JSONObject, patched: JSONObject) -> list[JSONObjec
     Values of different Python types are never equal, so 1 and true differ as they do in JSON,
     while object members may come in any order.
     """
-    if patched is original:
-        return []
+    operations = _operations(original, patched)
+    if operations:
+        # Raise here, with the reason, rather than when the response is encoded.
+        _serialized(operations)
+    return operations
+
+
+def encoded_json_patch(original: JSONObject, patched: JSONObject) -> str | None:
+    """``encode_patch(make_json_patch(original, patched))``, or None when nothing changes,
+    serializing the operations once (the admission response's path)."""
+    operations = _operations(original, patched)
+    if not operations:
+        return None
+    return base64.b64encode(_serialized(operations)).decode("ascii")
+
+
+def _operations(original: JSONObject, patched: JSONObject) -> list[JSONObject]:
     operations: list[JSONObject] = []
+    if patched is not original:
+        try:
+            _diff(original, patched, "", operations)
+        except TypeError as exc:
+            raise PatchError(f"object is not JSON-serializable: {exc}") from exc
+    return operations
+
+
+def _serialized(operations: list[JSONObject]) -> bytes:
     try:
-        _diff(original, patched, "", operations)
-        if operations:
-            # Raise here, with the reason, rather than when the response is encoded.
-            orjson.dumps(operations)
+        return orjson.dumps(operations)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
         raise PatchError(f"object is not JSON-serializable: {exc}") from exc
-    return operations
 
 
 _MISSING: Any = object()

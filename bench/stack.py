@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from admission.patch import encode_patch, make_json_patch
+from admission.patch import encoded_json_patch
 from admission.reviews import decode_review, encode_response
 from admission.runtime import Runtime, Timings, tune_gc
 from admission.settings import Settings
@@ -100,8 +100,7 @@ class Pipeline:
         patch: str | None = None
         original = review.request.object
         if verdict.allowed and verdict.patched is not None and original is not None:
-            operations = make_json_patch(original, verdict.patched)
-            patch = encode_patch(operations) if operations else None
+            patch = encoded_json_patch(original, verdict.patched)
         answer = encode_response(
             api_version=review.api_version, uid=review.request.uid, verdict=verdict, patch=patch
         )
@@ -146,8 +145,7 @@ class StagedPipeline(Pipeline):
         patch: str | None = None
         original = review.request.object
         if verdict.allowed and verdict.patched is not None and original is not None:
-            operations = make_json_patch(original, verdict.patched)
-            patch = encode_patch(operations) if operations else None
+            patch = encoded_json_patch(original, verdict.patched)
         patched = clock()
         answer = encode_response(
             api_version=review.api_version, uid=review.request.uid, verdict=verdict, patch=patch

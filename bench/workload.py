@@ -242,7 +242,7 @@ def load_sources(
                     *priority_classes,
                 ):
                     del spec["priorityClassName"]
-                owner = next(podview.owner_references(pod), None)
+                owner = next(iter(podview.owner_references(pod)), None)
                 sources.append(
                     SourcePod(
                         key=f"{path.name}:{found.key}",

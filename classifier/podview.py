@@ -5,7 +5,7 @@ field of the wrong JSON type as absent rather than crashing. (No ``from __future
 annotations`` here: this module defines a function named ``annotations``.)
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from classifier.types import JSONObject
@@ -33,12 +33,20 @@ def obj(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else _EMPTY
 
 
-def objects(value: Any) -> Iterator[Mapping[str, Any]]:
-    """The JSON objects inside ``value`` if it is a list; nothing otherwise."""
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                yield item
+_DICTS = frozenset({dict})
+_NO_OBJECTS: Sequence[Mapping[str, Any]] = ()
+
+
+def objects(value: Any) -> Sequence[Mapping[str, Any]]:
+    """The JSON objects inside ``value`` if it is a list; nothing otherwise.
+
+    A list of objects only (the norm) is given back as it is, its items' types checked in C.
+    """
+    if not isinstance(value, list):
+        return _NO_OBJECTS
+    if _DICTS.issuperset(map(type, value)):
+        return value
+    return [item for item in value if isinstance(item, dict)]
 
 
 def string(value: Any) -> str | None:
@@ -86,15 +94,15 @@ def uid(pod: Mapping[str, Any]) -> str | None:
     return string(metadata(pod).get("uid"))
 
 
-def owner_references(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+def owner_references(pod: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
     return objects(metadata(pod).get("ownerReferences"))
 
 
-def containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+def containers(pod: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
     return objects(spec(pod).get("containers"))
 
 
-def init_containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+def init_containers(pod: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
     return objects(spec(pod).get("initContainers"))
 
 

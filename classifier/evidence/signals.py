@@ -446,11 +446,11 @@ def _pod_signals(reader: SignalReader, facts: PodFacts) -> list[str]:
         found.append("host:network")
     if spec.get("hostPID") is True:
         found.append("host:pid")
-    for selector in podview.obj(spec.get("nodeSelector")):
-        found.append(f"node:{selector.lower()}")
-    for toleration in podview.objects(spec.get("tolerations")):
-        tolerated = podview.string(toleration.get("key")) or "*"
-        found.append(f"toleration:{tolerated.lower()}")
+    found += reader.keys("node", podview.obj(spec.get("nodeSelector")))
+    tolerations = podview.objects(spec.get("tolerations"))
+    if tolerations:
+        tolerated = [podview.string(item.get("key")) or "*" for item in tolerations]
+        found += reader.keys("toleration", tolerated)
     for volume in podview.objects(spec.get("volumes")):
         if "persistentVolumeClaim" in volume:
             found.append("volume:claim")
@@ -543,8 +543,8 @@ class SignalReader:
     """Reads a pod's signals; with ``known``, only those (weighing reads with its table's).
 
     The signals of a name, an image or a namespace, less those ``known`` leaves out, are kept
-    per text: pods of one workload repeat them. Label and annotation keys are looked up in the
-    table's own.
+    per text: pods of one workload repeat them. Keys (of labels and annotations, node selector
+    keys, tolerated taint keys) are looked up in a map of the table's own.
     """
 
     __slots__ = ("_cache", "_keys", "known")
@@ -552,10 +552,11 @@ class SignalReader:
     def __init__(self, known: frozenset[str] | None = None) -> None:
         self.known = known
         self._cache: dict[tuple[Callable[[str], tuple[str, ...]], str], tuple[str, ...]] = {}
-        # kind -> lower-cased key -> signal, for the kinds read from a pod's metadata keys.
+        # kind -> lower-cased key -> signal, for the kinds read from keys: label and
+        # annotation keys, node selector keys, tolerated taint keys.
         self._keys: dict[str, dict[str, str]] | None = None
         if known is not None:
-            self._keys = {"label": {}, "annotation": {}}
+            self._keys = {"label": {}, "annotation": {}, "node": {}, "toleration": {}}
             for text in known:
                 kind, _, value = text.partition(":")
                 if kind in self._keys:
@@ -574,15 +575,14 @@ class SignalReader:
             self._cache[key] = found
         return found
 
-    def keys(self, kind: str, mapping: Mapping[str, Any]) -> list[str]:
-        """``kind:key`` of each key of ``mapping``, lower-cased, less those ``known`` leaves
-        out."""
+    def keys(self, kind: str, keys: Iterable[str]) -> list[str]:
+        """``kind:key`` of each of ``keys``, lower-cased, less those ``known`` leaves out."""
         if self._keys is None:
-            return [_text(kind, key) for key in mapping]
+            return [_text(kind, key) for key in keys]
         table = self._keys[kind]
         if not table:
             return []
-        return [table[low] for key in mapping if (low := key.lower()) in table]
+        return [table[low] for key in keys if (low := key.lower()) in table]
 
     def environment(self, names: tuple[Any, ...]) -> tuple[str, ...]:
         """The signals of a container's environment variable names, less those ``known``

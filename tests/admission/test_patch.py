@@ -17,6 +17,7 @@ from admission.patch import (
     apply_json_patch,
     decode_patch,
     encode_patch,
+    encoded_json_patch,
     make_json_patch,
 )
 
@@ -130,6 +131,21 @@ def test_values_of_different_json_types_differ(
 def test_unserializable_object_is_a_patch_error() -> None:
     with pytest.raises(PatchError, match="not JSON-serializable"):
         make_json_patch({"x": 1}, {"x": {1, 2}})
+
+
+def test_the_encoded_patch_is_the_encoded_operations_serialized_once() -> None:
+    """The response's patch (one serialization) is what encoding the operations gives; None
+    when nothing changes; an unserializable value is the same PatchError."""
+    original = {"metadata": {"labels": {"a": "1"}}, "spec": {"containers": [{"name": "c"}]}}
+    patched = {
+        "metadata": {"labels": {"a": "1", "tenantgate.io/tier": "burst"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+    }
+    assert encoded_json_patch(original, patched) == encode_patch(make_json_patch(original, patched))
+    assert encoded_json_patch(original, copy.deepcopy(original)) is None
+    assert encoded_json_patch(original, original) is None
+    with pytest.raises(PatchError, match="not JSON-serializable"):
+        encoded_json_patch({"x": 1}, {"x": {1, 2}})
 
 
 def test_encode_is_base64_json() -> None:
