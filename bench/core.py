@@ -333,7 +333,7 @@ STAGES: Final = (
     ("  classify + plan", "classifier/plan.py", "plan"),
     ("  pod requests", "classifier/resources.py", "pod_requests"),
     ("  ledger update", "tenants/ledger.py", "update"),
-    ("JSONPatch diff", "admission/patch.py", "make_json_patch"),
+    ("JSONPatch", "admission/patch.py", "encoded_json_patch"),
     ("validate (decide)", "tenants/decisions.py", "validate"),
     ("encode response", "admission/reviews.py", "encode_response"),
 )

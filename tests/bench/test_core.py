@@ -89,7 +89,7 @@ def test_profile_names_the_stages(generated: GeneratedPolicy, workload: Workload
 
     stages = {stage["stage"]: stage for stage in profile["stages"]}
     assert stages["decode review"]["cumulative_share"] > 0
-    assert stages["JSONPatch diff"]["cumulative_share"] > 0
+    assert stages["JSONPatch"]["cumulative_share"] > 0
     assert len(profile["top_functions"]) == 15
 
 
