@@ -282,6 +282,12 @@ def _make(nanos: int, fmt: QuantityFormat) -> Quantity:
     return quantity
 
 
+def from_nanos(nanos: int, fmt: QuantityFormat) -> Quantity:
+    """``Quantity(nanos, fmt)`` for a count the caller computed from other quantities' (an int
+    by construction): built without the constructor's check, as arithmetic builds its results."""
+    return _make(nanos, fmt)
+
+
 def parse_quantity(text: str | int) -> Quantity:
     """Same as ``Quantity.parse``."""
     return Quantity.parse(text)

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from classifier import podview
-from classifier.quantities import Quantity, QuantityError, field_path
+from classifier.quantities import Quantity, QuantityError, field_path, from_nanos
 
 logger = logging.getLogger(__name__)
 
@@ -355,4 +355,4 @@ def _round_up_milli(quantity: Quantity) -> Quantity:
     if remainder == 0:
         return quantity
     step = _MILLI_IN_NANOS - remainder
-    return Quantity(nanos + step if nanos > 0 else nanos - step, quantity.format)
+    return from_nanos(nanos + step if nanos > 0 else nanos - step, quantity.format)

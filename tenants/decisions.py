@@ -28,7 +28,7 @@ from classifier import podview
 from classifier.config import BUILTIN_PRIORITY_CLASSES, PROFILE_LABEL, set_priority_class
 from classifier.limits import pod_limit_usage, pod_usage
 from classifier.podgroups import GroupClaim, GroupClaimError, GroupRule, claim_group
-from classifier.quantities import Quantity, format_list
+from classifier.quantities import Quantity, format_list, from_nanos
 from classifier.records import record
 from classifier.resources import PodResourceError, pod_requests
 from classifier.types import JSONObject
@@ -121,6 +121,7 @@ class NamespaceUnreadable(Exception):
 GroupMembers = Callable[[str, str], Sequence[Mapping[str, Quantity]]]
 T = TypeVar("T")
 
+_ZERO: Final = Quantity(0)
 _RESERVATION_ID_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _MANAGED_LABELS: Final = (TENANT_LABEL, TIER_LABEL)
 # Who may remove tenantgate's scheduling gate: the Deployment's service account by default.
@@ -321,7 +322,7 @@ def _delta(request: Mapping[str, Quantity], booked: Mapping[str, Quantity]) -> d
         old = booked.get(name)
         nanos = (new.nanos if new is not None else 0) - (old.nanos if old is not None else 0)
         if nanos:
-            delta[name] = Quantity(nanos, (new or old or Quantity(0)).format)
+            delta[name] = from_nanos(nanos, (new or old or _ZERO).format)
     return delta
 
 
@@ -349,7 +350,7 @@ def confirm_for_validate(
     label_tier: str | None,
     priority_class: str | None,
     burst_class: str,
-    derived_id: str,
+    request_uid: str,
     dry_run: bool,
     now: float,
     ttl: float,
@@ -373,6 +374,9 @@ def confirm_for_validate(
     only /mutate reads). ``cohort_member`` is its terms in the cohort: a pod booked here must
     keep the member's *total* usage within its guarantee, as at /mutate
     (:func:`tenants.cohorts.tier.within_guarantee`); past it, the pod would borrow.
+
+    A pod booked here (its /mutate did not run) takes the id its annotation names, else the one
+    derived from ``request_uid`` (:func:`reservation_id_for`, worked out only then).
     """
     burst_classes = (burst_class, over_share_class)
     # The pod's own booking: bound to it already (a retried request), else the one its
@@ -487,7 +491,7 @@ def confirm_for_validate(
     reservation_id = (
         reservation_id
         if reservation_id is not None and reservation_id not in ledger.reservations
-        else _free_id(ledger, derived_id)
+        else _free_id(ledger, reservation_id_for(request_uid))
     )
     ledger = book(
         ledger,
@@ -1443,7 +1447,7 @@ class PolicyAdmitter:
                 burst_class=policy.burst_class,
                 over_share_class=policy.over_share_class_for(tenant.name),
                 cohort_member=policy.cohorts.members.get(tenant.name),
-                derived_id=reservation_id_for(request.uid),
+                request_uid=request.uid,
                 dry_run=request.dry_run,
                 now=now,
                 ttl=policy.reservation_ttl,

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from immutables import Map
 
-from classifier.quantities import Quantity, QuantityError
+from classifier.quantities import Quantity, QuantityError, from_nanos
 from classifier.records import record
 
 logger = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def _combine(
         if nanos == 0:
             result.pop(name, None)
         else:
-            result[name] = Quantity(nanos, (current or quantity).format)
+            result[name] = from_nanos(nanos, (current or quantity).format)
     return result
 
 
