@@ -23,6 +23,7 @@ from classifier.quantities import (
     add_lists,
     field_path,
     format_list,
+    from_nanos,
     max_lists,
     parse_list,
     parse_quantity,
@@ -743,3 +744,21 @@ def test_parse_matches_an_exact_oracle(case: tuple[str, Fraction, str]) -> None:
         nanos = min(nanos, MAX_INT64 * 10**9)
     expected = -nanos if value < 0 else nanos
     assert q(text).nanos == expected
+
+
+@pytest.mark.parametrize(
+    ("nanos", "fmt"),
+    [
+        (1_500_000_000, QuantityFormat.DECIMAL_SI),
+        (2**30 * 10**9, QuantityFormat.BINARY_SI),
+        (-250_000_000, QuantityFormat.DECIMAL_EXPONENT),
+        (0, QuantityFormat.BINARY_SI),
+    ],
+)
+def test_a_quantity_built_from_nanos_is_the_one_the_constructor_builds(
+    nanos: int, fmt: QuantityFormat
+) -> None:
+    built, constructed = from_nanos(nanos, fmt), Quantity(nanos, fmt)
+    assert built == constructed
+    assert (built.nanos, built.format, str(built)) == (nanos, fmt, str(constructed))
+    assert hash(built) == hash(constructed)
