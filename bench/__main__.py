@@ -35,7 +35,7 @@ from bench.configgen import compile_generated, generate_config
 from bench.core import Point
 from bench.serverload import LoadPlan, run_server_load
 from bench.stack import Pipeline, memory_ledger, offline_runtime
-from bench.workload import Workload, build_workload, load_sources
+from bench.workload import Workload, build_workload, policy_sources
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
 PHASES: Final = (
@@ -190,11 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     document = generate_config(tenants=sizes.tenants)
     generated = compile_generated(document)
-    sources = load_sources(
-        priority_classes=frozenset(
-            name for tenant in generated.policy.tenants.values() for name in tenant.allowed_classes
-        )
-    )
+    sources = policy_sources(generated)
     workload = build_workload(
         generated, pairs=sizes.workload_pairs, seed=args.seed, sources=sources
     )

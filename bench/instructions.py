@@ -31,7 +31,7 @@ from typing import Final
 from bench.configgen import compile_generated, generate_config
 from bench.core import Point, next_run
 from bench.stack import Pipeline, memory_ledger, offline_runtime
-from bench.workload import NOW, build_workload, load_sources, pair_ids
+from bench.workload import NOW, build_workload, pair_ids, policy_sources
 
 # The C function the measured loop runs in (Modules/_functoolsmodule.c).
 TOGGLE: Final = "functools_reduce"
@@ -53,11 +53,7 @@ def collected(valgrind_output: str) -> int:
 def child(*, pairs: int, tenants: int, workload_pairs: int, seed: int) -> None:
     """Send ``pairs`` pairs inside one ``functools.reduce`` call, after a warm-up pass."""
     generated = compile_generated(generate_config(tenants=tenants))
-    sources = load_sources(
-        priority_classes=frozenset(
-            name for tenant in generated.policy.tenants.values() for name in tenant.allowed_classes
-        )
-    )
+    sources = policy_sources(generated)
     workload = build_workload(generated, pairs=workload_pairs, seed=seed, sources=sources)
     runtime = offline_runtime(generated)
     point = Point("instructions", Pipeline(runtime.guard), workload, memory_ledger(runtime), 30.0)

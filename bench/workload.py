@@ -221,6 +221,15 @@ def _documents(path: Path) -> list[Any]:
     return list(yaml.load_all(text, Loader=loader))
 
 
+def policy_sources(generated: GeneratedPolicy) -> list[SourcePod]:
+    """:func:`load_sources` keeping the priority classes the policy's tenants may use."""
+    return load_sources(
+        priority_classes=frozenset(
+            name for tenant in generated.policy.tenants.values() for name in tenant.allowed_classes
+        )
+    )
+
+
 def load_sources(
     directory: Path = FIXTURES, *, priority_classes: frozenset[str] = frozenset()
 ) -> list[SourcePod]:

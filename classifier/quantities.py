@@ -213,19 +213,19 @@ class Quantity:
         if not isinstance(other, Quantity):
             return NotImplemented
         fmt = other.format if self.nanos == 0 else self.format
-        return _make(self.nanos + other.nanos, fmt)
+        return from_nanos(self.nanos + other.nanos, fmt)
 
     def __sub__(self, other: Quantity) -> Quantity:
         if not isinstance(other, Quantity):
             return NotImplemented
         fmt = other.format if self.nanos == 0 else self.format
-        return _make(self.nanos - other.nanos, fmt)
+        return from_nanos(self.nanos - other.nanos, fmt)
 
     def __neg__(self) -> Quantity:
-        return _make(-self.nanos, self.format)
+        return from_nanos(-self.nanos, self.format)
 
     def __abs__(self) -> Quantity:
-        return self if self.nanos >= 0 else _make(-self.nanos, self.format)
+        return self if self.nanos >= 0 else from_nanos(-self.nanos, self.format)
 
     # -- comparison (by value, across formats) ------------------------------------------------
 
@@ -275,17 +275,13 @@ _set_nanos = Quantity.__dict__["nanos"].__set__
 _set_format = Quantity.__dict__["format"].__set__
 
 
-def _make(nanos: int, fmt: QuantityFormat) -> Quantity:
+def from_nanos(nanos: int, fmt: QuantityFormat) -> Quantity:
+    """``Quantity(nanos, fmt)`` for a count computed from other quantities' (an int by
+    construction): built without the constructor's check, as arithmetic builds its results."""
     quantity = _new_object(Quantity)
     _set_nanos(quantity, nanos)
     _set_format(quantity, fmt)
     return quantity
-
-
-def from_nanos(nanos: int, fmt: QuantityFormat) -> Quantity:
-    """``Quantity(nanos, fmt)`` for a count the caller computed from other quantities' (an int
-    by construction): built without the constructor's check, as arithmetic builds its results."""
-    return _make(nanos, fmt)
 
 
 def parse_quantity(text: str | int) -> Quantity:
@@ -344,7 +340,7 @@ def _parse(text: str) -> Quantity:
         nanos = int(head) * multiplier
         if nanos > _MAX_BINARY_NANOS and fmt is QuantityFormat.BINARY_SI:
             nanos = _MAX_BINARY_NANOS
-        return _make(nanos, fmt)
+        return from_nanos(nanos, fmt)
 
     match = _SCANNER.fullmatch(text)
     if match is None:
@@ -356,7 +352,7 @@ def _parse(text: str) -> Quantity:
 
     digits = (integer + fraction).lstrip("0")
     if not digits:
-        return _make(0, fmt)
+        return from_nanos(0, fmt)
     significant = digits.rstrip("0")
     if len(significant) > _MAX_SIGNIFICANT_DIGITS:
         raise _invalid(text, f"more than {_MAX_SIGNIFICANT_DIGITS} significant digits")
@@ -380,7 +376,7 @@ def _parse(text: str) -> Quantity:
         if nanos < _NANO:
             # ParseQuantity switches a non-zero binary value below one unit to DecimalSI.
             fmt = QuantityFormat.DECIMAL_SI
-    return _make(-nanos if sign == "-" else nanos, fmt)
+    return from_nanos(-nanos if sign == "-" else nanos, fmt)
 
 
 def _round_up_to_nanos(mantissa: int, mantissa_digits: int | None, scale: int) -> int:
@@ -435,7 +431,7 @@ def _diagnose(text: str) -> str:
     return f"unknown suffix {_quoted(rest)}"
 
 
-_ZERO: Final = _make(0, QuantityFormat.DECIMAL_SI)
+_ZERO: Final = from_nanos(0, QuantityFormat.DECIMAL_SI)
 
 
 # -- formatting -------------------------------------------------------------------------------
