@@ -36,6 +36,7 @@ from bench.core import Point
 from bench.serverload import LoadPlan, run_server_load
 from bench.stack import Pipeline, memory_ledger, offline_runtime
 from bench.workload import Workload, build_workload, policy_sources
+from tenants.ledger import MemoryLedger
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "latest.json"
 PHASES: Final = (
@@ -210,12 +211,18 @@ def main(argv: list[str] | None = None) -> int:
         progress(f"core: {sizes.core_rounds} rounds x {sizes.core_pairs} pairs, in process")
         runtime = offline_runtime(generated)
         point = Point("core", Pipeline(runtime.guard), workload, memory_ledger(runtime), 30.0)
+        base = Point("baseline", core.BaselinePipeline(), workload, MemoryLedger(), 30.0)
         core.measure_points(
-            [point], rounds=sizes.core_rounds, pairs_per_round=sizes.core_pairs, warmup=50
+            [point, base], rounds=sizes.core_rounds, pairs_per_round=sizes.core_pairs, warmup=50
         )
-        if point.measurement.errors:
-            raise RuntimeError(f"core: {point.measurement.errors[0]}")
+        for measured_point in (point, base):
+            if measured_point.measurement.errors:
+                raise RuntimeError(
+                    f"{measured_point.label}: {measured_point.measurement.errors[0]}"
+                )
         measured = point.measurement.to_json()
+        base_us = base.measurement.us_per_pair
+        base_ratio = stats.robust_centre(core.round_ratios(point.measurement, base.measurement))
         progress("core: the same pairs through the whole ASGI app")
         asgi = core.measure_asgi(
             runtime.app,
@@ -231,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         results["core_us_per_pair"] = measured["us_per_pair"]
         results["core"] = {
             **measured,
+            "baseline_us_per_pair": round(base_us, 1),
+            "baseline_round_us": [round(value, 1) for value in base.measurement.round_us],
+            "ratio_to_baseline": round(base_ratio, 2),
             "asgi": asgi.to_json(),
             "stages_us": stages,
             "profile": profile,
@@ -238,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         figures["core_us_per_pair"] = measured["us_per_pair"]
         extra_rows.extend(
             [
+                report.Row(
+                    "core: the baseline webhook's pair, same rounds", report.show(base_us, " µs")
+                ),
+                report.Row("core: pair / baseline pair", report.show(base_ratio, "x")),
                 report.Row("core: /mutate CPU (mean)", report.show(measured["mutate_us"], " µs")),
                 report.Row(
                     "core: /validate CPU (mean)", report.show(measured["validate_us"], " µs")

@@ -7,6 +7,10 @@ through :class:`bench.stack.Pipeline` (the calls the server's handler makes) on 
 it inflates wall time. Rounds are interleaved across the points of a curve so that a slow
 period hits every point alike, and a figure is the median of its rounds.
 
+The core's baseline (:class:`BaselinePipeline`) is the baseline webhook's work on the same
+bodies, measured in the same rounds: the figure's ratio to it tells a slower host from a slower
+request path.
+
 Between rounds the reservations booked are expired (the server's sweep, or the controller's
 confirmation, would do the same), so a ledger keeps the size a point asks for.
 """
@@ -23,10 +27,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from admission.reviews import decode_review
-from bench import stats
+from bench import baseline, stats
 from bench.stack import Pipeline, StagedPipeline, settle
 from bench.workload import NOW, Workload, pair_ids
 from classifier.resources import pod_requests
@@ -133,6 +137,49 @@ class Measurement:
         }
 
 
+def round_ratios(numerator: Measurement, denominator: Measurement) -> list[float]:
+    """Each round's µs per pair of ``numerator`` over the same round's of ``denominator``.
+
+    Both were measured in the same rounds (:func:`measure_points`), a few seconds apart: a
+    host that slows down or speeds up between rounds moves both sides of a round together.
+    """
+    return [
+        mine / base for mine, base in zip(numerator.round_us, denominator.round_us, strict=True)
+    ]
+
+
+class ReviewPipeline(Protocol):
+    """What a measured point sends its pairs through."""
+
+    def mutate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]: ...
+
+    def validate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]: ...
+
+
+class BaselinePipeline:
+    """The baseline webhook's work on a pair, in process: parse each review, answer allowed.
+
+    :func:`bench.baseline.answer` is what the baseline server runs per request (the server
+    phase's baseline). Measured in the same rounds as tenantgate's pipeline, on the same
+    bodies, it is the core figure's baseline: the cheapest work any webhook does with these
+    pods on this host, at this moment.
+    """
+
+    _ALLOWED: Final = Verdict.allow()
+
+    def mutate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]:
+        return self._answer(body)
+
+    def validate(self, body: bytes, *, now: float) -> tuple[bytes, Verdict]:
+        return self._answer(body)
+
+    def _answer(self, body: bytes) -> tuple[bytes, Verdict]:
+        status, payload = baseline.answer(body)
+        if status != 200:
+            return payload, Verdict.deny(f"the baseline answered {status}: {payload.decode()}")
+        return payload, self._ALLOWED
+
+
 def _check(verdict: Verdict, what: str, errors: list[str]) -> None:
     if not verdict.allowed:
         errors.append(f"{what}: denied: {verdict.message}")
@@ -143,7 +190,7 @@ class Point:
     """One thing to measure: a pipeline, the pairs it is fed, and the ledger behind it."""
 
     label: str
-    pipeline: Pipeline
+    pipeline: ReviewPipeline
     workload: Workload
     ledger: MemoryLedger
     ttl: float
@@ -298,6 +345,8 @@ def stage_costs(point: Point, *, policy: Policy, pairs: int) -> dict[str, float]
     Two parts of ``/mutate``'s decision are also timed alone, on the same pods: classification
     with the mutation plan, and the pod's exact request (it runs again in ``/validate``).
     """
+    if not isinstance(point.pipeline, Pipeline):
+        raise TypeError(f"{point.label}: only tenantgate's pipeline has steps to time")
     staged = StagedPipeline(point.pipeline.admitter)
     probe = Point(point.label, staged, point.workload, point.ledger, point.ttl)
     probe.run_pairs(pairs, now=NOW, record=False)

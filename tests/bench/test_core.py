@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
 
-from bench import core
+from bench import baseline, core
 from bench.configgen import GeneratedPolicy
 from bench.stack import Pipeline, memory_ledger, offline_runtime, settle
-from bench.workload import Workload
+from bench.workload import Workload, pair_ids
 from tenants.ledger import MemoryLedger
 from tenants.verdicts import AdmissionInput, Verdict
 
@@ -104,3 +105,50 @@ def test_asgi_measurement_goes_through_the_app(
 
     assert measured.errors == []
     assert [len(round_) for round_ in measured.rounds] == [3]
+
+
+def test_the_baseline_pipeline_answers_as_the_baseline_server_does(workload: Workload) -> None:
+    pipeline = core.BaselinePipeline()
+    mutate_body, validate_body = workload.pairs[0].bodies(pair_ids(1, 0))
+
+    for send, body in ((pipeline.mutate, mutate_body), (pipeline.validate, validate_body)):
+        payload, verdict = send(body, now=0.0)
+
+        assert payload == baseline.answer(body)[1]
+        assert orjson.loads(payload)["response"]["allowed"] is True
+        assert verdict.allowed
+
+    payload, verdict = pipeline.mutate(b"{not json", now=0.0)
+    assert not verdict.allowed
+    assert verdict.message == "the baseline answered 400: not an AdmissionReview"
+
+
+def test_the_baseline_is_measured_in_the_same_rounds_and_each_round_gives_a_ratio(
+    generated: GeneratedPolicy, workload: Workload
+) -> None:
+    mine = point(generated, workload)
+    base = core.Point("baseline", core.BaselinePipeline(), workload, MemoryLedger(), ttl=30.0)
+
+    core.measure_points([mine, base], rounds=3, pairs_per_round=2, warmup=1)
+
+    assert base.measurement.errors == []
+    assert [len(round_) for round_ in base.measurement.rounds] == [2, 2, 2]
+    ratios = core.round_ratios(mine.measurement, base.measurement)
+    assert ratios == [
+        a / b for a, b in zip(mine.measurement.round_us, base.measurement.round_us, strict=True)
+    ]
+    with pytest.raises(TypeError, match="baseline: only tenantgate's pipeline"):
+        core.stage_costs(base, policy=generated.policy, pairs=1)
+
+
+def test_round_ratios_refuse_measurements_of_different_rounds(
+    generated: GeneratedPolicy, workload: Workload
+) -> None:
+    mine = point(generated, workload)
+    mine.run_pairs(1, now=0.0)
+    mine.run_pairs(1, now=0.0)
+    base = core.Point("baseline", core.BaselinePipeline(), workload, MemoryLedger(), ttl=30.0)
+    base.run_pairs(1, now=0.0)
+
+    with pytest.raises(ValueError):
+        core.round_ratios(mine.measurement, base.measurement)
