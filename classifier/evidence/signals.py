@@ -219,7 +219,7 @@ def _container_signals(
     """
     found = [*reader.strings(image_signals, repository), *reader.strings(name_signals, name)]
     serves = False
-    ports = list(podview.objects(container.get("ports")))
+    ports = podview.objects(container.get("ports"))
     if ports:
         serves = True
         found.append("port:any")
@@ -596,7 +596,7 @@ class SignalReader:
         known = self.known
         seen: dict[str, str] = {}
         spec = facts.spec
-        containers = list(podview.objects(spec.get("containers")))
+        containers = podview.objects(spec.get("containers"))
         names = [podview.string(c.get("name")) or "" for c in containers]
         repositories = [_image_repository(podview.string(c.get("image")) or "") for c in containers]
         sidecar_flags = [_is_sidecar(n, r) for n, r in zip(names, repositories, strict=True)]
