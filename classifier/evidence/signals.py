@@ -196,13 +196,6 @@ def env_list_signals(names: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=4096)
-def _known_env_signals(names: tuple[Any, ...], known: frozenset[str]) -> tuple[str, ...]:
-    """:func:`env_list_signals` less those no weight names: a pod may carry dozens of
-    variables, and the containers of one workload share them (cached like it)."""
-    return tuple(known.intersection(env_list_signals(names)))
-
-
-@lru_cache(maxsize=4096)
 def _image_repository(image: str) -> str:
     return image_repository(image)
 
@@ -547,11 +540,16 @@ class SignalReader:
     keys, tolerated taint keys) are looked up in a map of the table's own.
     """
 
-    __slots__ = ("_cache", "_keys", "known")
+    __slots__ = ("_cache", "_environments", "_keys", "known")
 
     def __init__(self, known: frozenset[str] | None = None) -> None:
         self.known = known
         self._cache: dict[tuple[Callable[[str], tuple[str, ...]], str], tuple[str, ...]] = {}
+        # A container's environment variable names -> their signals less those ``known``
+        # leaves out. Kept here, not in a cache shared by every reader: a key holding
+        # ``known`` would make a reader compiled later (a reload) compare its equal but
+        # distinct set, element by element, with the one in the key on every lookup.
+        self._environments: dict[tuple[Any, ...], tuple[str, ...]] = {}
         # kind -> lower-cased key -> signal, for the kinds read from keys: label and
         # annotation keys, node selector keys, tolerated taint keys.
         self._keys: dict[str, dict[str, str]] | None = None
@@ -587,9 +585,17 @@ class SignalReader:
     def environment(self, names: tuple[Any, ...]) -> tuple[str, ...]:
         """The signals of a container's environment variable names, less those ``known``
         leaves out."""
-        if self.known is None:
+        known = self.known
+        if known is None:
             return env_list_signals(names)
-        return _known_env_signals(names, self.known)
+        found = self._environments.get(names)
+        if found is None:
+            # A pod may carry dozens of variables; the containers of one workload share them.
+            found = tuple(known.intersection(env_list_signals(names)))
+            if len(self._environments) >= _READER_CACHE_SIZE:
+                self._environments.clear()
+            self._environments[names] = found
+        return found
 
     def read(self, facts: PodFacts) -> PodSignals:
         """The pod's signals, reading each part of the pod once."""

@@ -12,7 +12,7 @@ import pytest
 
 from classifier.config import ClassifierConfig, ClassifierConfigError
 from classifier.evidence import Item, Weighing, compile_evidence
-from classifier.evidence.signals import read_signals
+from classifier.evidence.signals import SignalReader, read_signals
 from classifier.facts import PodFacts
 from classifier.plan import Classifier, compile_classifier
 from classifier.templates import pod_from_template
@@ -281,6 +281,37 @@ def test_reading_only_the_known_signals_gives_the_known_part_of_every_signal() -
         assert {t: w for t, w in only.signals.items() if t in known} == wanted, (name, key)
         assert only.signals.keys() - known <= {"host:privileged"}, (name, key)
         assert only.sidecars == every.sidecars, (name, key)
+
+
+class _CountedSet(frozenset[str]):
+    """A frozenset that counts how often it is compared for equality."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        type(self).compared += 1
+        return frozenset.__eq__(self, other)
+
+    __hash__ = frozenset.__hash__
+
+
+def test_a_reader_compiled_after_another_never_compares_their_signal_sets() -> None:
+    """A reload compiles a table whose signals equal the old one's, in a set of its own. A
+    cache shared by both readers and keyed by that set would compare the two sets, element by
+    element, on every lookup of the new reader: the readers of a process must not share one."""
+    evidence = compile_evidence(test_fixtures.classifier().config, [])
+    assert evidence is not None
+    env = [{"name": name, "value": "x"} for name in ("POSTGRES_USER", "POSTGRES_DB", "TZ")]
+    facts = PodFacts(
+        pod({"name": "db", "image": "example.com/store:1", "env": env}), namespace="shop"
+    )
+    before, after = _CountedSet(evidence.known), _CountedSet(evidence.known)
+    _CountedSet.compared = 0
+    first = SignalReader(before).read(facts)
+    again = [SignalReader(after).read(facts) for _ in range(3)]
+    assert _CountedSet.compared == 0
+    assert all(read == first for read in again)
+    assert "env:POSTGRES" in first.signals
 
 
 def _described_from_items(
