@@ -52,23 +52,24 @@ class Pool:
     lent_by: Mapping[str, Quantity]  # members' unused lendable guarantee, and cohort quotas
 
 
-def _idle_lenders(tree: CohortTree, root: str, resource: str) -> dict[str, Quantity]:
-    """Who lends how much of ``resource`` in ``root``'s tree while no member uses any:
-    every cohort's quota and every member's lendable guarantee (cached on the tree)."""
+def _idle_lenders(tree: CohortTree, root: str, resource: str) -> tuple[dict[str, Quantity], int]:
+    """Who lends how much of ``resource`` in ``root``'s tree while no member uses any (every
+    cohort's quota and every member's lendable guarantee), and its sum in nanos; cached on the
+    tree."""
     key = (root, resource)
     found = tree.idle_lenders.get(key)
     if found is None:
-        found = {}
+        lenders: dict[str, Quantity] = {}
         for cohort in tree.subtree(root):
             own = cohort.quota.get(resource, _ZERO)
             if own.nanos > 0:
-                found[f"cohort {cohort.name}"] = own
+                lenders[f"cohort {cohort.name}"] = own
             for name in cohort.members:
                 membership = tree.members[name]
                 lendable = membership.lendable(resource)
                 if lendable.nanos > 0 and membership.limits(resource):
-                    found[name] = lendable
-        tree.idle_lenders[key] = found
+                    lenders[name] = lendable
+        found = tree.idle_lenders[key] = (lenders, sum(q.nanos for q in lenders.values()))
     return found
 
 
@@ -79,16 +80,16 @@ def pool(tree: CohortTree, tenant: str, totals: Totals, resource: str) -> Pool:
     idle (cached) and visits only the members ``totals`` names (those using something).
     """
     root = tree.root_name(tenant) or ""
-    idle = _idle_lenders(tree, root, resource)
-    supply = sum(amount.nanos for amount in idle.values())
+    idle, supply = _idle_lenders(tree, root, resource)
+    same = tree.tree_member_set(tenant)
     demand = 0
     borrowed_by: dict[str, Quantity] = {}
     lent_by = dict(idle)
     members = tree.members
     for name, total in totals.items():
-        membership = members.get(name)
-        if membership is None or not total or tree.root_name(name) != root:
+        if not total or name not in same:
             continue
+        membership = members[name]
         lent, taken = _part(membership, total, resource)
         full = idle.get(name)
         full_nanos = full.nanos if full is not None else 0
@@ -193,7 +194,7 @@ def check_borrow(
                 f"borrowingLimit {limit}"
             )
         measured = pool(tree, tenant, totals, resource)
-        lenders.update(name for name in measured.lent_by if name != tenant)
+        lenders.update(measured.lent_by)
         # The pool with the booking: only the tenant's own part of it changes.
         supply_before, demand_before = _part(membership, before, resource)
         supply_after, demand_after = _part(membership, after, resource)
@@ -222,7 +223,7 @@ def check_borrow(
         cohort=root,
         reasons=tuple(reasons),
         borrows=borrows,
-        lenders=tuple(sorted(lenders)),
+        lenders=tuple(sorted(lenders - {tenant})),
         share=share(tree, tenant, after),
         fair_share=fair_share(tree, tenant, active_after),
     )

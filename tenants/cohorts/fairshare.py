@@ -68,23 +68,21 @@ def share(tree: CohortTree, tenant: str, total: Mapping[str, Quantity]) -> Fract
 
 def fair_share(tree: CohortTree, tenant: str, active: Collection[str]) -> Fraction:
     """``tenant``'s weight over the weights of ``active`` (the borrowers and waiters) and it."""
-    names = set(active) | {tenant}
-    total = sum((tree.members[name].weight for name in names), Fraction(0))
-    return tree.members[tenant].weight / total
+    scaled, _ = tree.scaled_weights()
+    names = set(active)
+    names.add(tenant)
+    return Fraction(scaled[tenant], sum([scaled[name] for name in names]))
 
 
 def borrowers(tree: CohortTree, tenant: str, totals: Totals) -> set[str]:
     """The members of ``tenant``'s tree that borrow now."""
-    root = tree.root_name(tenant)
+    same = tree.tree_member_set(tenant)
     members = tree.members
     # Only a member that uses something can borrow: visit those ``totals`` names.
     return {
         name
         for name, total in totals.items()
-        if total
-        and name in members
-        and tree.root_name(name) == root
-        and _borrows(members[name], total)
+        if total and name in same and _borrows(members[name], total)
     }
 
 

@@ -53,6 +53,17 @@ def guarantee_measure(ledger: TenantLedger) -> TenantLedger:
     return TenantLedger(ledger.tenant, guaranteed=ledger.total())
 
 
+def total_of(tree: CohortTree, ledger: TenantLedger) -> Mapping[str, Quantity]:
+    """``ledger.total()``, kept on ``tree`` per member while its ledger is the same object
+    (ledgers are immutable values: a booking makes a new one)."""
+    cached = tree.totals.get(ledger.tenant)
+    if cached is not None and cached[0] is ledger:
+        return cached[1]
+    total = ledger.total()
+    tree.totals[ledger.tenant] = (ledger, total)
+    return total
+
+
 def cohort_rule(
     tree: CohortTree, tenant: str, quota: Quota, peers: Mapping[str, TenantLedger]
 ) -> TierRule:
@@ -71,10 +82,10 @@ def cohort_rule(
             if name == tenant:
                 continue
             if peer.guaranteed or peer.burst:  # an idle member only lends: pool() knows it
-                totals[name] = peer.total()
+                totals[name] = total_of(tree, peer)
             if peer.queued:
                 waiters.add(name)
-        totals[tenant] = ledger.total()
+        totals[tenant] = total_of(tree, ledger)
         result = check_borrow(tree, tenant, totals, request, limited=limited, waiting=waiters)
         if result.fits:
             return Decision("burst", borrow=result)

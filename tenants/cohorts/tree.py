@@ -8,6 +8,7 @@ guarantee) is returned with the field path it concerns.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -69,16 +70,28 @@ class CohortTree:
 
     cohorts: Mapping[str, Cohort] = field(default_factory=dict)
     members: Mapping[str, Membership] = field(default_factory=dict)
-    # tenant -> (root, tree members), filled on first use: every booking of a member asks.
-    _trees: dict[str, tuple[str, tuple[str, ...]]] = field(
+    # tenant -> (root, tree members, the same as a set), filled on first use: every booking
+    # of a member asks.
+    _trees: dict[str, tuple[str, tuple[str, ...], frozenset[str]]] = field(
         default_factory=dict, compare=False, repr=False
+    )
+    # Every member's weight times the least common denominator of all weights, and that
+    # denominator: a fair share sums integers, not fractions. Filled on first use.
+    _scaled: list[tuple[Mapping[str, int], int]] = field(
+        default_factory=list, compare=False, repr=False
     )
     # (root, resource) -> lendable capacity, filled on first use (tenants.cohorts.fairshare).
     capacities: dict[tuple[str, str], Quantity] = field(
         default_factory=dict, compare=False, repr=False
     )
-    # (root, resource) -> who lends what while nobody uses anything (tenants.cohorts.borrowing).
-    idle_lenders: dict[tuple[str, str], dict[str, Quantity]] = field(
+    # (root, resource) -> who lends what while nobody uses anything, and its sum in nanos
+    # (tenants.cohorts.borrowing).
+    idle_lenders: dict[tuple[str, str], tuple[dict[str, Quantity], int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # member -> (the last ledger read of it, that ledger's total usage): a borrowed booking
+    # reads every busy member of its tree, and most have not changed since the last one.
+    totals: dict[str, tuple[object, Mapping[str, Quantity]]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -100,12 +113,12 @@ class CohortTree:
             yield current
             stack.extend(self.cohorts[child] for child in reversed(current.children))
 
-    def _tree(self, tenant: str) -> tuple[str, tuple[str, ...]]:
+    def _tree(self, tenant: str) -> tuple[str, tuple[str, ...], frozenset[str]]:
         found = self._trees.get(tenant)
         if found is None:
             root = self.root_of(self.members[tenant].cohort).name
             names = tuple(sorted(m for c in self.subtree(root) for m in c.members))
-            found = self._trees[tenant] = (root, names)
+            found = self._trees[tenant] = (root, names, frozenset(names))
         return found
 
     def root_name(self, tenant: str) -> str | None:
@@ -115,6 +128,25 @@ class CohortTree:
     def tree_members(self, tenant: str) -> tuple[str, ...]:
         """Every tenant in the same tree as ``tenant`` (the pool it borrows from), sorted."""
         return self._tree(tenant)[1]
+
+    def tree_member_set(self, tenant: str) -> frozenset[str]:
+        """:meth:`tree_members` as a set; empty when ``tenant`` is in no cohort."""
+        return self._tree(tenant)[2] if tenant in self.members else frozenset()
+
+    def scaled_weights(self) -> tuple[Mapping[str, int], int]:
+        """(member -> weight x D, D), D the least common denominator of every member's weight.
+
+        Weights are exact fractions; scaled to integers over one denominator, the weights of a
+        set of members add up as integers, and a ratio of weights is a ratio of integers.
+        """
+        if not self._scaled:
+            denominator = math.lcm(*(m.weight.denominator for m in self.members.values()))
+            scaled = {
+                name: m.weight.numerator * (denominator // m.weight.denominator)
+                for name, m in self.members.items()
+            }
+            self._scaled.append((scaled, denominator))
+        return self._scaled[0]
 
 
 @dataclass(frozen=True, slots=True)

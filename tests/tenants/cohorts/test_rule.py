@@ -406,3 +406,39 @@ def test_a_member_past_its_guarantee_in_total_borrows_whichever_tier_has_room() 
         ).tier
         == "guaranteed"
     )
+
+
+def test_the_rule_reads_each_ledger_as_it_is_now_on_a_tree_that_has_measured_it_before() -> None:
+    # The tree keeps each member's last total while its ledger is the same object: a member
+    # that books since (a new ledger) is measured again, for a peer and for the tenant itself.
+    policy = load_text(LAB).policy
+    tree = policy.cohorts
+    quota = policy.tenants["team-a"].quota
+
+    def decide(team_a: TenantLedger, team_b: TenantLedger) -> str | None:
+        peers = {"team-a": team_a, "team-b": team_b}
+        return cohort_rule(tree, "team-a", quota, peers)(team_a, {"pods": q("1")}).tier
+
+    full = pods(3, 0, "team-a")
+    assert decide(full, pods(3, 0, "team-b")) == "burst"  # borrows 1 of the lab's 2
+    assert decide(full, pods(3, 2, "team-b")) is None  # team-b borrows both now
+    assert decide(full, pods(3, 1, "team-b")) == "burst"
+    assert decide(pods(3, 1, "team-a"), pods(3, 1, "team-b")) is None  # and team-a one
+    assert decide(full, pods(3, 1, "team-b")) == "burst"
+
+
+def test_fair_shares_with_fractional_weights_are_exact() -> None:
+    # Weights 0.5, 2.5 and 0.3333: a fair share is a ratio of exact fractions.
+    text = HEAD + "cohorts:\n  lab: {}\ntenants:\n"
+    for name, weight in (("team-a", "0.5"), ("team-b", "2.5"), ("team-c", "0.3333")):
+        text += (
+            f"  {name}:\n    namespaces: [{name}]\n    cohort: lab\n"
+            f"    fairSharing: {{weight: {weight}}}\n"
+            '    quota: {guaranteed: {cpu: "4"}}\n'
+        )
+    tree = tree_of(text)
+    a, b, c = Fraction(1, 2), Fraction(5, 2), Fraction(3333, 10000)
+    assert fair_share(tree, "team-a", {"team-b", "team-c"}) == a / (a + b + c)
+    assert fair_share(tree, "team-c", {"team-a"}) == c / (a + c)
+    assert fair_share(tree, "team-b", ()) == 1
+    assert fair_share(tree, "team-b", {"team-b"}) == 1
