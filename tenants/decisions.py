@@ -1014,7 +1014,7 @@ class PolicyAdmitter:
             )
         return await store.transact_with_peers(
             tenant.name,
-            tree.tree_members(tenant.name),
+            tree.tree_member_set(tenant.name),
             lambda ledger, peers: change(
                 ledger, cohort_rule(tree, tenant.name, tenant.quota, peers)
             ),

@@ -758,7 +758,11 @@ class PeerLedgerStore(Protocol):
     """A store that can change one tenant's ledger after reading others' in the same atomic
     step: what a cohort member's borrowed booking needs (it must never take room another
     borrower took meanwhile). ``cohort`` names the tree (its root): a store shared by
-    replicas keeps one cohort-level object per tree."""
+    replicas keeps one cohort-level object per tree.
+
+    ``change`` gets the peers' ledgers as a mapping that may leave out a peer that has never
+    booked (it uses and waits for nothing); looking one up gives its empty ledger.
+    """
 
     async def transact_with_peers(
         self,
@@ -869,20 +873,27 @@ class MemoryLedger:
 
 class _Peers(Mapping[str, TenantLedger]):
     """``peers``' ledgers, read when asked (under the caller's lock): a member's guaranteed
-    booking never reads them."""
+    booking never reads them.
 
-    __slots__ = ("_idle", "_known", "_ledgers", "_names")
+    It iterates, in name order, only the peers that have a ledger here: one that never booked
+    has none, uses nothing and waits for nothing (it only lends, which the cohort tree knows
+    without its ledger). A borrowed booking so reads the members in use, not the whole tree.
+    Any peer's ledger can still be looked up: one without a ledger reads as empty, as from
+    :meth:`MemoryLedger.get`.
+    """
+
+    __slots__ = ("_idle", "_known", "_ledgers", "_stored")
 
     def __init__(
         self,
-        ledgers: Mapping[str, TenantLedger],
+        ledgers: dict[str, TenantLedger],
         names: Collection[str],
         idle: dict[str, TenantLedger],
     ) -> None:
         self._ledgers = ledgers
-        self._names = names
+        self._known = names if isinstance(names, frozenset) else frozenset(names)
         self._idle = idle
-        self._known: frozenset[str] | None = None
+        self._stored: list[str] | None = None
 
     def empty(self, name: str) -> TenantLedger:
         found = self._idle.get(name)
@@ -890,35 +901,41 @@ class _Peers(Mapping[str, TenantLedger]):
             found = self._idle[name] = TenantLedger(name)
         return found
 
+    def stored(self) -> list[str]:
+        """The peers with a ledger here, sorted (found once, by a set intersection)."""
+        if self._stored is None:
+            self._stored = sorted(self._ledgers.keys() & self._known)
+        return self._stored
+
     def __getitem__(self, name: str) -> TenantLedger:
-        if self._known is None:
-            self._known = frozenset(self._names)
         if name not in self._known:
             raise KeyError(name)
         found = self._ledgers.get(name)
         return found if found is not None else self.empty(name)
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._known and name in self._ledgers
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+        return iter(self.stored())
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self.stored())
 
     def items(self) -> ItemsView[str, TenantLedger]:
         return _PeerItems(self)
 
 
 class _PeerItems(ItemsView[str, TenantLedger]):
-    """``_Peers.items()`` without a lookup per key (a borrowed booking reads every peer)."""
+    """``_Peers.items()`` without a lookup per key (a borrowed booking reads every peer in
+    use)."""
 
     _mapping: _Peers
 
     def __iter__(self) -> Iterator[tuple[str, TenantLedger]]:
         peers = self._mapping
         ledgers = peers._ledgers
-        for name in peers._names:
-            found = ledgers.get(name)
-            yield name, found if found is not None else peers.empty(name)
+        return iter([(name, ledgers[name]) for name in peers.stored()])
 
 
 def ledger_from_usage(document: Any) -> MemoryLedger:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+from collections.abc import Mapping
 from fractions import Fraction
 
 import pytest
@@ -380,3 +381,32 @@ class TestMemoryLedger:
         assert final.guaranteed == rl(cpu="4", memory="2Gi", pods="8")
         assert final.burst == rl(cpu="2", memory="1Gi", pods="4")
         assert len(final.reservations) == 12
+
+
+def test_a_booking_with_peers_reads_the_peers_in_use_and_any_other_as_empty() -> None:
+    # tests/tenants/cohorts covers the rule on these ledgers; this is what the store hands it.
+    busy = TenantLedger.of("team-b", guaranteed={"cpu": Quantity.parse("2")})
+    other = TenantLedger.of("team-z", guaranteed={"cpu": Quantity.parse("1")})
+    store = MemoryLedger([busy, other, TenantLedger.of("team-a")])
+    seen: dict[str, object] = {}
+
+    def change(
+        ledger: TenantLedger, peers: Mapping[str, TenantLedger]
+    ) -> tuple[TenantLedger, None]:
+        seen["items"] = list(peers.items())
+        seen["keys"] = list(peers)
+        seen["len"] = len(peers)
+        seen["in"] = ("team-b" in peers, "team-c" in peers, "team-z" in peers)
+        seen["idle"] = peers["team-c"]
+        with pytest.raises(KeyError):
+            peers["team-z"]  # not a peer, though it has a ledger
+        return ledger, None
+
+    peers = ("team-c", "team-b", "team-a")  # team-c never booked
+    asyncio.run(store.transact_with_peers("team-a", peers, change))
+    assert seen["items"] == [("team-a", TenantLedger.of("team-a")), ("team-b", busy)]
+    assert seen["keys"] == ["team-a", "team-b"]
+    assert seen["len"] == 2
+    assert seen["in"] == (True, False, False)
+    assert seen["idle"] == TenantLedger("team-c")
+    assert store.snapshot().keys() == {"team-a", "team-b", "team-z"}  # nothing was written
