@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
+from bench.cohorts import with_cohorts
 from bench.configgen import compile_generated, generate_config
 from bench.core import Point, next_run
 from bench.stack import Pipeline, memory_ledger, offline_runtime
@@ -50,9 +51,15 @@ def collected(valgrind_output: str) -> int:
     return int(found.group(1))
 
 
-def child(*, pairs: int, tenants: int, workload_pairs: int, seed: int) -> None:
-    """Send ``pairs`` pairs inside one ``functools.reduce`` call, after a warm-up pass."""
-    generated = compile_generated(generate_config(tenants=tenants))
+def child(
+    *, pairs: int, tenants: int, workload_pairs: int, seed: int, cohorts: bool = False
+) -> None:
+    """Send ``pairs`` pairs inside one ``functools.reduce`` call, after a warm-up pass.
+
+    ``cohorts``: every tenant in the cohorts phase's trees (:func:`bench.cohorts.with_cohorts`).
+    """
+    document = generate_config(tenants=tenants)
+    generated = compile_generated(with_cohorts(document) if cohorts else document)
     sources = policy_sources(generated)
     workload = build_workload(generated, pairs=workload_pairs, seed=seed, sources=sources)
     runtime = offline_runtime(generated)
@@ -75,7 +82,13 @@ def child(*, pairs: int, tenants: int, workload_pairs: int, seed: int) -> None:
 
 
 def count(
-    *, pairs: int, tenants: int, workload_pairs: int, seed: int, python: str = sys.executable
+    *,
+    pairs: int,
+    tenants: int,
+    workload_pairs: int,
+    seed: int,
+    cohorts: bool = False,
+    python: str = sys.executable,
 ) -> int:
     """Instructions per pair, from a child process run under callgrind."""
     valgrind = shutil.which("valgrind")
@@ -95,6 +108,7 @@ def count(
         f"--tenants={tenants}",
         f"--workload-pairs={workload_pairs}",
         f"--seed={seed}",
+        *(["--cohorts"] if cohorts else []),
     ]
     # A fixed hash seed: string hashes, and so dictionary and set layouts, repeat between runs.
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -113,6 +127,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tenants", type=int, default=100, help="tenants of the config (100)")
     parser.add_argument("--workload-pairs", type=int, default=400, help="distinct pods (400)")
     parser.add_argument("--seed", type=int, default=20251121)
+    parser.add_argument(
+        "--cohorts",
+        action="store_true",
+        help="every tenant in a cohort, as in the cohorts phase (with --tenants 1000)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = {
@@ -120,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tenants": args.tenants,
         "workload_pairs": args.workload_pairs,
         "seed": args.seed,
+        "cohorts": args.cohorts,
     }
     try:
         if args.child:

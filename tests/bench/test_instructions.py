@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench import instructions
+from bench.configgen import compile_generated
 from bench.instructions import CountError, collected
 
 
@@ -21,6 +23,21 @@ def test_the_count_is_read_from_what_callgrind_prints_at_exit() -> None:
 
 def test_the_child_sends_the_pairs_through_the_pipeline_without_a_denial() -> None:
     instructions.child(pairs=3, tenants=8, workload_pairs=4, seed=7)
+
+
+def test_the_child_counts_the_cohorts_phase_config_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiled: list[dict[str, Any]] = []
+
+    def recorded(document: dict[str, Any]) -> Any:
+        compiled.append(document)
+        return compile_generated(document)
+
+    monkeypatch.setattr("bench.instructions.compile_generated", recorded)
+    instructions.child(pairs=3, tenants=8, workload_pairs=4, seed=7, cohorts=True)
+    assert compiled[0]["cohorts"]
+    assert all(tenant["cohort"] for tenant in compiled[0]["tenants"].values())
 
 
 def _stand_in(tmp_path: Path, stderr: str, status: int = 0) -> Path:
@@ -40,8 +57,8 @@ def test_the_count_per_pair_comes_from_the_child_run_under_callgrind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(_stand_in(tmp_path, "==1== Collected : 1200\n")))
-    sizes = {"tenants": 8, "workload_pairs": 4, "seed": 7}
-    assert instructions.count(pairs=3, python="/usr/bin/python3", **sizes) == 400
+    sizes = {"pairs": 3, "tenants": 8, "workload_pairs": 4, "seed": 7}
+    assert instructions.count(python="/usr/bin/python3", cohorts=False, **sizes) == 400
     seed, *arguments = (tmp_path / "arguments").read_text().split()
     assert seed == "0"
     assert arguments[:5] == [
@@ -53,6 +70,9 @@ def test_the_count_per_pair_comes_from_the_child_run_under_callgrind(
     ]
     assert arguments[5:8] == ["-m", "bench.instructions", "--child"]
     assert "--pairs=3" in arguments
+    assert "--cohorts" not in arguments
+    instructions.count(python="/usr/bin/python3", cohorts=True, **sizes)
+    assert "--cohorts" in (tmp_path / "arguments").read_text().split()
 
 
 @pytest.mark.parametrize(
