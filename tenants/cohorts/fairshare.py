@@ -68,7 +68,7 @@ def share(tree: CohortTree, tenant: str, total: Mapping[str, Quantity]) -> Fract
 
 def fair_share(tree: CohortTree, tenant: str, active: Collection[str]) -> Fraction:
     """``tenant``'s weight over the weights of ``active`` (the borrowers and waiters) and it."""
-    scaled, _ = tree.scaled_weights()
+    scaled = tree.scaled_weights()
     names = set(active)
     names.add(tenant)
     return Fraction(scaled[tenant], sum([scaled[name] for name in names]))

@@ -75,11 +75,9 @@ class CohortTree:
     _trees: dict[str, tuple[str, tuple[str, ...], frozenset[str]]] = field(
         default_factory=dict, compare=False, repr=False
     )
-    # Every member's weight times the least common denominator of all weights, and that
-    # denominator: a fair share sums integers, not fractions. Filled on first use.
-    _scaled: list[tuple[Mapping[str, int], int]] = field(
-        default_factory=list, compare=False, repr=False
-    )
+    # Every member's weight times the least common denominator of all weights: a fair share
+    # sums integers, not fractions. Filled on first use.
+    _scaled: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     # (root, resource) -> lendable capacity, filled on first use (tenants.cohorts.fairshare).
     capacities: dict[tuple[str, str], Quantity] = field(
         default_factory=dict, compare=False, repr=False
@@ -133,20 +131,19 @@ class CohortTree:
         """:meth:`tree_members` as a set; empty when ``tenant`` is in no cohort."""
         return self._tree(tenant)[2] if tenant in self.members else frozenset()
 
-    def scaled_weights(self) -> tuple[Mapping[str, int], int]:
-        """(member -> weight x D, D), D the least common denominator of every member's weight.
+    def scaled_weights(self) -> Mapping[str, int]:
+        """member -> its weight times the least common denominator of every member's weight.
 
         Weights are exact fractions; scaled to integers over one denominator, the weights of a
         set of members add up as integers, and a ratio of weights is a ratio of integers.
         """
         if not self._scaled:
             denominator = math.lcm(*(m.weight.denominator for m in self.members.values()))
-            scaled = {
-                name: m.weight.numerator * (denominator // m.weight.denominator)
+            self._scaled.update(
+                (name, m.weight.numerator * (denominator // m.weight.denominator))
                 for name, m in self.members.items()
-            }
-            self._scaled.append((scaled, denominator))
-        return self._scaled[0]
+            )
+        return self._scaled
 
 
 @dataclass(frozen=True, slots=True)
